@@ -1,0 +1,164 @@
+//! The one error type of the HTTP surface: JSON `{code, message}` with a stable `code`.
+//! Client errors say what was wrong; internal errors are logged with their cause and
+//! answered with an opaque 500.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use std::time::Duration;
+use switchboard_store::StoreError;
+
+/// An error answered to the client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    retry_after: Option<Duration>,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+impl ApiError {
+    /// A client error with a status, a stable code and a human message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+            source: None,
+        }
+    }
+
+    /// 400 with a specific code.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 422 `validation_failed`: well-formed JSON with values that cannot be accepted.
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+            message,
+        )
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 403 `forbidden`: the resource exists but belongs to another org, or the role is too low.
+    pub fn forbidden() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "you do not have access to this resource",
+        )
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
+    }
+
+    /// 409 `conflict`.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 413 `payload_too_large`.
+    pub fn payload_too_large() -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "request body is larger than the server accepts",
+        )
+    }
+
+    /// 429 `rate_limit` with `Retry-After`.
+    pub fn rate_limited(retry_after: Duration) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit",
+            "too many requests, retry later",
+        );
+        e.retry_after = Some(retry_after);
+        e
+    }
+
+    /// 503 with a specific code.
+    pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+    }
+
+    /// An opaque 500; `source` is logged, never sent.
+    pub fn internal(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            source: Some(Box::new(source)),
+            ..Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal server error",
+            )
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Conflict => {
+                ApiError::conflict("a resource with these values already exists")
+            }
+            StoreError::MissingReference => {
+                ApiError::validation("a referenced resource does not exist")
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Some(source) = &self.source {
+            tracing::error!(error = %source, code = self.code, "request failed");
+        }
+        let body = Body {
+            code: self.code,
+            message: &self.message,
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(after) = self.retry_after {
+            let secs = after.as_secs().max(1);
+            if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}
+
+/// Result alias for handlers.
+pub type ApiResult<T> = Result<T, ApiError>;

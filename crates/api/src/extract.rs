@@ -1,0 +1,92 @@
+//! A JSON extractor whose rejections use the API's error shape: 413 for bodies over the
+//! limit, 400 `invalid_json` for anything that is not the expected JSON.
+
+use crate::error::ApiError;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// `axum::Json` with [`ApiError`] rejections; also a response type.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<S, T> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(Json(value)),
+            Err(rejection) => Err(reject(rejection)),
+        }
+    }
+}
+
+fn reject(rejection: JsonRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::payload_too_large();
+    }
+    match rejection {
+        JsonRejection::MissingJsonContentType(_) => ApiError::bad_request(
+            "invalid_json",
+            "expected a request body with Content-Type: application/json",
+        ),
+        other => ApiError::bad_request("invalid_json", other.body_text()),
+    }
+}
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// `axum::extract::Path` with a 400 `invalid_path` rejection in the API's error shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Path<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for Path<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| Path(v))
+            .map_err(|r| ApiError::bad_request("invalid_path", r.body_text()))
+    }
+}
+
+/// `axum::extract::Query` with a 400 `invalid_query` rejection in the API's error shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for Query<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(v)| Query(v))
+            .map_err(|r| ApiError::bad_request("invalid_query", r.body_text()))
+    }
+}

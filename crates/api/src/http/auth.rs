@@ -1,0 +1,116 @@
+//! `POST /auth/login` and `GET /auth/me`.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Json;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+use std::time::Duration;
+use switchboard_coord::limiter;
+use switchboard_store::users::{self, Membership, User};
+
+/// Failed logins allowed per address per window before 429 (SPEC §4: login is throttled).
+const LOGIN_FAILURES_PER_WINDOW: u64 = 10;
+const LOGIN_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// A hash to verify against when the address is unknown, so a miss costs what a hit costs
+/// and response time does not reveal which addresses exist.
+static DUMMY_HASH: LazyLock<String> =
+    LazyLock::new(|| users::hash_password("switchboard-timing-equaliser").unwrap_or_default());
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/auth/login", post(login))
+        .route("/auth/me", get(me))
+}
+
+#[derive(Deserialize)]
+struct LoginRequest {
+    email: String,
+    password: String,
+}
+
+#[derive(Serialize)]
+struct LoginResponse {
+    token: String,
+    expires_at: DateTime<Utc>,
+    user: User,
+}
+
+async fn login(
+    State(state): State<AppState>,
+    Json(body): Json<LoginRequest>,
+) -> ApiResult<Json<LoginResponse>> {
+    let email = body.email.trim().to_lowercase();
+    if email.is_empty() || body.password.is_empty() {
+        return Err(ApiError::validation("email and password are required"));
+    }
+    let throttle_key = format!("login:{email}");
+    let attempt = limiter::hit(
+        &state.redis,
+        &throttle_key,
+        LOGIN_FAILURES_PER_WINDOW,
+        LOGIN_WINDOW,
+    )
+    .await
+    .map_err(|e| {
+        ApiError::unavailable(
+            "dependency_unavailable",
+            format!("login is unavailable: {e}"),
+        )
+    })?;
+    if !attempt.allowed {
+        return Err(ApiError::rate_limited(attempt.reset_after));
+    }
+
+    let found = users::find_for_login(&state.db, &email).await?;
+    let password = body.password;
+    let (user, ok) = tokio::task::spawn_blocking(move || match found {
+        Some((user, hash)) => {
+            let ok = users::verify_password(&password, &hash);
+            (Some(user), ok)
+        }
+        None => {
+            users::verify_password(&password, &DUMMY_HASH);
+            (None, false)
+        }
+    })
+    .await
+    .map_err(ApiError::internal)?;
+
+    let Some(user) = user.filter(|_| ok) else {
+        return Err(ApiError::unauthorized("invalid email or password"));
+    };
+    // A successful login clears the failure count; losing this reset only delays the window.
+    if let Err(e) = limiter::reset(&state.redis, &throttle_key).await {
+        tracing::warn!(error = %e, "could not reset login throttle");
+    }
+    let (token, expires_at) = state.jwt.issue(user.id).map_err(ApiError::internal)?;
+    Ok(Json(LoginResponse {
+        token,
+        expires_at,
+        user,
+    }))
+}
+
+#[derive(Serialize)]
+struct MeResponse {
+    user: User,
+    orgs: Vec<Membership>,
+}
+
+async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<MeResponse>> {
+    let user = users::get(&state.db, caller.user_id)
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("user no longer exists"))?;
+    Ok(Json(MeResponse {
+        user,
+        orgs: caller.memberships,
+    }))
+}

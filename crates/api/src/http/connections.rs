@@ -1,0 +1,174 @@
+//! Channel connections CRUD for org admins. Secrets go in encrypted and never come out.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, Path, Query};
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use switchboard_store::audit;
+use switchboard_store::connections::{self, Connection, NewConnection};
+use switchboard_store::model::ChannelKind;
+use uuid::Uuid;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/channel-connections", get(list).post(create))
+        .route("/channel-connections/{id}", get(show).delete(remove))
+}
+
+#[derive(Deserialize)]
+struct CreateRequest {
+    org_id: Uuid,
+    channel: String,
+    name: String,
+    secrets: Value,
+    #[serde(default)]
+    settings: Option<Value>,
+}
+
+/// A connection as returned by the API: never with secrets, always with its webhook URL.
+#[derive(Serialize)]
+struct ConnectionView {
+    #[serde(flatten)]
+    connection: Connection,
+    webhook_url: String,
+}
+
+impl ConnectionView {
+    fn new(state: &AppState, connection: Connection) -> Self {
+        let webhook_url = state
+            .config
+            .webhook_url(connection.channel.as_str(), &connection.id.to_string());
+        Self {
+            connection,
+            webhook_url,
+        }
+    }
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Json(body): Json<CreateRequest>,
+) -> ApiResult<(StatusCode, Json<ConnectionView>)> {
+    caller.require_admin(body.org_id)?;
+    let channel: ChannelKind = body.channel.parse().map_err(|()| {
+        ApiError::validation("channel must be one of slack, whatsapp, telegram, email")
+    })?;
+    let name = body.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(ApiError::validation("name must be 1 to 200 characters"));
+    }
+    switchboard_channels::validate_secrets(channel, &body.secrets).map_err(ApiError::validation)?;
+    let settings = body.settings.unwrap_or_else(|| json!({}));
+    if !settings.is_object() {
+        return Err(ApiError::validation("settings must be an object"));
+    }
+    let connection = connections::create(
+        &state.db,
+        &state.cipher,
+        NewConnection {
+            org_id: body.org_id,
+            channel,
+            name,
+            secrets: &body.secrets,
+            settings: &settings,
+        },
+    )
+    .await
+    .map_err(|e| match e {
+        switchboard_store::StoreError::Conflict => ApiError::conflict(format!(
+            "a {channel} connection named {name:?} already exists"
+        )),
+        other => other.into(),
+    })?;
+    audit::record(
+        &state.db,
+        Some(connection.org_id),
+        Some(caller.user_id),
+        "channel_connection.created",
+        Some(("channel_connection", connection.id)),
+        json!({"channel": channel, "name": connection.name}),
+    )
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ConnectionView::new(&state, connection)),
+    ))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    org_id: Option<Uuid>,
+}
+
+#[derive(Serialize)]
+struct ListResponse {
+    items: Vec<ConnectionView>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<Json<ListResponse>> {
+    let orgs = match query.org_id {
+        Some(org) => {
+            caller.require_admin(org)?;
+            vec![org]
+        }
+        None => caller.admin_orgs(),
+    };
+    let items = connections::list(&state.db, &orgs)
+        .await?
+        .into_iter()
+        .map(|c| ConnectionView::new(&state, c))
+        .collect();
+    Ok(Json(ListResponse { items }))
+}
+
+/// Loads a connection and checks the caller administers its org: 404 if there is no such
+/// connection, 403 if it belongs to an org the caller does not administer.
+async fn load_owned(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Connection> {
+    let connection = connections::get(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("channel connection"))?;
+    caller.require_admin(connection.org_id)?;
+    Ok(connection)
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<ConnectionView>> {
+    let connection = load_owned(&state, &caller, id).await?;
+    Ok(Json(ConnectionView::new(&state, connection)))
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<Uuid>,
+) -> ApiResult<StatusCode> {
+    load_owned(&state, &caller, id).await?;
+    let deleted = connections::delete(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("channel connection"))?;
+    audit::record(
+        &state.db,
+        Some(deleted.org_id),
+        Some(caller.user_id),
+        "channel_connection.deleted",
+        Some(("channel_connection", deleted.id)),
+        json!({}),
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,79 @@
+//! Every router of the HTTP surface is merged here, under one middleware stack.
+
+mod auth;
+mod connections;
+mod health;
+
+use crate::error::ApiError;
+use crate::metrics;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::any::Any;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole HTTP application for one pod.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.body_limit_bytes;
+    Router::new()
+        .merge(health::router())
+        .merge(auth::router())
+        .merge(connections::router())
+        .route("/metrics", get(metrics::render))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(metrics::track))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetSensitiveRequestHeadersLayer::new([
+                    axum::http::header::AUTHORIZATION,
+                    axum::http::header::COOKIE,
+                ]))
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                    let id = req
+                        .headers()
+                        .get(REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!("http", method = %req.method(), uri = %req.uri().path(), request_id = %id)
+                }))
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(sentry_tower::NewSentryLayer::<Request<axum::body::Body>>::new_from_top())
+                .layer(sentry_tower::SentryHttpLayer::new())
+                .layer(CatchPanicLayer::custom(panic_response)),
+        )
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed for this route",
+    )
+}
+
+fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
+    tracing::error!("request handler panicked");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "internal server error",
+    )
+    .into_response()
+}

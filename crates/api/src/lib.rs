@@ -1,0 +1,15 @@
+//! Switchboard's HTTP surface and the assembly of one pod: configuration in, a running
+//! server with graceful shutdown out.
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+mod http;
+pub mod lifecycle;
+pub mod metrics;
+mod server;
+pub mod state;
+pub mod telemetry;
+
+pub use server::{App, Server, StartError};
+pub use state::AppState;

@@ -1,0 +1,236 @@
+//! Assembling one pod and running it until a graceful shutdown (AA8).
+
+use crate::auth::JwtKeys;
+use crate::lifecycle::Lifecycle;
+use crate::state::AppState;
+use secrecy::ExposeSecret;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_config::{AppEnv, Config, Violation};
+use switchboard_coord::{CoordError, Redis};
+use switchboard_store::StoreError;
+use switchboard_store::crypto::SecretCipher;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Why a pod refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Production invariants are broken; one line each.
+    #[error("refusing to start:\n{}", .0.join("\n"))]
+    Violations(Vec<String>),
+    /// Postgres set-up failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Redis set-up failed.
+    #[error(transparent)]
+    Coord(#[from] CoordError),
+    /// The listener could not bind.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// A pod that has been assembled but does not listen yet.
+pub struct App {
+    state: AppState,
+}
+
+impl App {
+    /// Validates the configuration against the production invariants and builds the state.
+    /// Pools connect lazily, except that the AA9 budget check asks Postgres for
+    /// `max_connections` (with a short timeout).
+    pub async fn build(config: Config) -> Result<App, StartError> {
+        let mut violations: Vec<String> = config
+            .static_violations()
+            .iter()
+            .map(Violation::to_string)
+            .collect();
+        let production = config.app_env == AppEnv::Production;
+        if !production {
+            if config.redis_url.is_none() {
+                violations.push("REDIS_URL must be set".into());
+            }
+            if config.master_encryption_key.is_none() {
+                violations.push("MASTER_ENCRYPTION_KEY must be set".into());
+            }
+        }
+        let db = switchboard_store::connect_lazy(&config)?;
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            switchboard_store::max_connections(&db),
+        )
+        .await
+        {
+            Ok(Ok(max)) => {
+                if let Some(v) = config.connection_budget_violation(max) {
+                    if production {
+                        violations.push(v.to_string());
+                    } else {
+                        tracing::warn!("{v}");
+                    }
+                }
+            }
+            Ok(Err(e)) if production => violations.push(format!(
+                "cannot verify the connection budget: Postgres did not answer ({e})"
+            )),
+            Err(_) if production => violations.push(
+                "cannot verify the connection budget: Postgres did not answer within 5 s".into(),
+            ),
+            _ => tracing::warn!("Postgres unreachable at start-up; /ready will report it"),
+        }
+        if !violations.is_empty() {
+            return Err(StartError::Violations(violations));
+        }
+        let (Some(redis_url), Some(key)) = (&config.redis_url, config.master_key_bytes()) else {
+            return Err(StartError::Violations(vec![
+                "REDIS_URL and MASTER_ENCRYPTION_KEY must be set".into(),
+            ]));
+        };
+        let redis = Redis::connect_lazy(redis_url.expose_secret(), &config.redis_prefix)?;
+        let state = AppState {
+            jwt: Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs)),
+            cipher: SecretCipher::new(&key),
+            config: Arc::new(config),
+            db,
+            redis,
+            lifecycle: Lifecycle::new(),
+        };
+        crate::metrics::install();
+        Ok(App { state })
+    }
+
+    /// The state, e.g. for tests that drive jobs directly.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Binds `BIND_ADDR:PORT` and starts serving.
+    pub async fn start(self) -> Result<Server, StartError> {
+        let addr = SocketAddr::new(self.state.config.bind_addr, self.state.config.port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?;
+        Ok(self.serve(listener, local))
+    }
+
+    fn serve(self, listener: TcpListener, addr: SocketAddr) -> Server {
+        let state = self.state;
+        let lifecycle = state.lifecycle.clone();
+        let router = crate::http::router(state.clone());
+
+        // Drain: readiness is already 503; wait so the load balancer notices, then stop.
+        let drain_delay = state.config.drain_delay();
+        let drain = lifecycle.clone();
+        tokio::spawn(async move {
+            drain.drain_requested().await;
+            tracing::info!(delay_ms = drain_delay.as_millis() as u64, "draining");
+            tokio::time::sleep(drain_delay).await;
+            drain.stop();
+        });
+
+        let token = lifecycle.shutdown_token();
+        let http = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await
+        });
+        tracing::info!(%addr, "listening");
+        Server { addr, state, http }
+    }
+}
+
+/// A running pod.
+pub struct Server {
+    addr: SocketAddr,
+    state: AppState,
+    http: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The pod's state.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Starts a graceful shutdown, as SIGTERM does.
+    pub fn begin_shutdown(&self) {
+        self.state.lifecycle.begin_drain();
+    }
+
+    /// Waits for SIGTERM or SIGINT, then shuts down gracefully.
+    pub async fn run_until_signal(self) -> Result<(), std::io::Error> {
+        let lifecycle = self.state.lifecycle.clone();
+        tokio::select! {
+            () = shutdown_signal() => {
+                tracing::info!("shutdown signal received");
+                lifecycle.begin_drain();
+            }
+            () = lifecycle.drain_requested() => {}
+        }
+        self.wait().await
+    }
+
+    /// Waits until the pod has stopped: the listener is closed, in-flight requests and
+    /// tracked tasks finished (or the budget ran out), pools closed.
+    pub async fn wait(self) -> Result<(), std::io::Error> {
+        let lifecycle = self.state.lifecycle.clone();
+        lifecycle.drain_requested().await;
+        let budget = self.state.config.drain_delay() + self.state.config.shutdown_budget();
+        let tasks = lifecycle.tasks().clone();
+        tasks.close();
+        let finished = tokio::time::timeout(budget, async {
+            let served = self.http.await;
+            tasks.wait().await;
+            served
+        })
+        .await;
+        let result = match finished {
+            Ok(Ok(served)) => served,
+            Ok(Err(join)) => Err(std::io::Error::other(join)),
+            Err(_) => {
+                tracing::warn!(budget_s = budget.as_secs(), "shutdown budget exhausted");
+                Ok(())
+            }
+        };
+        self.state.db.close().await;
+        tracing::info!("stopped");
+        result
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

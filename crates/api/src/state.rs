@@ -1,0 +1,26 @@
+//! The shared application state handed to every handler.
+
+use crate::auth::JwtKeys;
+use crate::lifecycle::Lifecycle;
+use std::sync::Arc;
+use switchboard_config::Config;
+use switchboard_coord::Redis;
+use switchboard_store::PgPool;
+use switchboard_store::crypto::SecretCipher;
+
+/// Cheap to clone: pools and handles are reference-counted.
+#[derive(Clone)]
+pub struct AppState {
+    /// Validated configuration.
+    pub config: Arc<Config>,
+    /// Postgres pool.
+    pub db: PgPool,
+    /// Redis coordination handle.
+    pub redis: Redis,
+    /// Channel secret encryption.
+    pub cipher: SecretCipher,
+    /// Login token keys.
+    pub jwt: Arc<JwtKeys>,
+    /// Draining flag, shutdown token, task tracker.
+    pub lifecycle: Lifecycle,
+}

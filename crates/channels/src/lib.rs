@@ -1,0 +1,77 @@
+//! Channel adapters. Each channel keeps its signature check, payload parsing and outbound
+//! client in its own module; this file holds what is common to all of them.
+
+use serde_json::Value;
+use switchboard_store::model::ChannelKind;
+
+/// The secret fields each channel's connection must carry (SPEC §9), all non-empty strings.
+pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {
+    match channel {
+        ChannelKind::Slack => &["signing_secret", "bot_token"],
+        ChannelKind::Whatsapp => &["account_sid", "auth_token", "from_number"],
+        ChannelKind::Telegram => &["bot_token", "secret_token"],
+        ChannelKind::Email => &["webhook_secret", "api_key", "from_address"],
+    }
+}
+
+/// Checks a connection's `secrets` object: exactly the channel's fields, each a non-empty
+/// string. The error names fields, never values.
+pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), String> {
+    let Some(object) = secrets.as_object() else {
+        return Err("secrets must be an object".into());
+    };
+    let wanted = secret_fields(channel);
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|f| {
+            !object
+                .get(*f)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.trim().is_empty())
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{channel} secrets need non-empty string fields: {}",
+            missing.join(", ")
+        ));
+    }
+    let unknown: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !wanted.contains(k))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown {channel} secret fields: {}",
+            unknown.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_checked_per_channel() {
+        let ok = json!({"signing_secret": "s", "bot_token": "xoxb"});
+        assert!(validate_secrets(ChannelKind::Slack, &ok).is_ok());
+        let err = validate_secrets(ChannelKind::Slack, &json!({"bot_token": "hunter2"}))
+            .expect_err("missing");
+        assert!(err.contains("signing_secret") && !err.contains("hunter2"));
+        assert!(
+            validate_secrets(
+                ChannelKind::Telegram,
+                &json!({"bot_token": "a", "secret_token": "", })
+            )
+            .is_err()
+        );
+        assert!(validate_secrets(ChannelKind::Email, &json!([1])).is_err());
+        let extra = json!({"bot_token": "a", "secret_token": "b", "oops": "c"});
+        assert!(validate_secrets(ChannelKind::Telegram, &extra).is_err());
+    }
+}

@@ -1,0 +1,216 @@
+//! Production start-up invariants (SPEC §6, AA9). Each violation is reported on its own line
+//! and the process refuses to start before it binds the port.
+
+use crate::{AppEnv, Config};
+use base64::Engine;
+use secrecy::{ExposeSecret, SecretString};
+use std::fmt;
+
+/// Minimum length of `JWT_SECRET` in production.
+pub const MIN_JWT_SECRET_LEN: usize = 64;
+
+/// Share of Postgres `max_connections` that all pods together may use (AA9).
+pub const CONNECTION_BUDGET_SHARE: f64 = 0.8;
+
+/// One broken production invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// `DEMO_MODE` is on.
+    DemoMode,
+    /// `JWT_SECRET` is shorter than [`MIN_JWT_SECRET_LEN`].
+    WeakJwtSecret {
+        /// Its actual length.
+        len: usize,
+    },
+    /// `MASTER_ENCRYPTION_KEY` is missing.
+    NoMasterKey,
+    /// `SENTRY_DSN` is missing.
+    NoSentryDsn,
+    /// `REDIS_URL` is missing.
+    NoRedis,
+    /// pool × pods exceeds 80 % of Postgres `max_connections`.
+    ConnectionBudget {
+        /// `DB_POOL_SIZE`.
+        pool: u32,
+        /// `EXPECTED_PODS`.
+        pods: u32,
+        /// The server's `max_connections`.
+        max_connections: u32,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::DemoMode => write!(f, "DEMO_MODE must be off in production"),
+            Violation::WeakJwtSecret { len } => write!(
+                f,
+                "JWT_SECRET must be at least {MIN_JWT_SECRET_LEN} characters in production (it has {len})"
+            ),
+            Violation::NoMasterKey => {
+                write!(f, "MASTER_ENCRYPTION_KEY must be set in production")
+            }
+            Violation::NoSentryDsn => write!(f, "SENTRY_DSN must be set in production"),
+            Violation::NoRedis => write!(
+                f,
+                "REDIS_URL must be set in production (there is no in-memory fallback)"
+            ),
+            Violation::ConnectionBudget {
+                pool,
+                pods,
+                max_connections,
+            } => write!(
+                f,
+                "connection budget exceeded: DB_POOL_SIZE {pool} x EXPECTED_PODS {pods} = {} > 80% of Postgres max_connections {max_connections} ({})",
+                u64::from(*pool) * u64::from(*pods),
+                budget(*max_connections)
+            ),
+        }
+    }
+}
+
+fn budget(max_connections: u32) -> u64 {
+    (f64::from(max_connections) * CONNECTION_BUDGET_SHARE).floor() as u64
+}
+
+impl Config {
+    /// Invariants that can be checked from the configuration alone. Empty outside production.
+    pub fn static_violations(&self) -> Vec<Violation> {
+        if self.app_env != AppEnv::Production {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if self.demo_mode {
+            out.push(Violation::DemoMode);
+        }
+        let len = self.jwt_secret.expose_secret().chars().count();
+        if len < MIN_JWT_SECRET_LEN {
+            out.push(Violation::WeakJwtSecret { len });
+        }
+        if self.master_encryption_key.is_none() {
+            out.push(Violation::NoMasterKey);
+        }
+        if self.sentry_dsn.is_none() {
+            out.push(Violation::NoSentryDsn);
+        }
+        if self.redis_url.is_none() {
+            out.push(Violation::NoRedis);
+        }
+        out
+    }
+
+    /// The AA9 connection budget against the server's `max_connections`. Checked in every
+    /// environment, since an exhausted server fails the same way everywhere; only production
+    /// refuses to start on it.
+    pub fn connection_budget_violation(&self, max_connections: u32) -> Option<Violation> {
+        let wanted = u64::from(self.db_pool_size) * u64::from(self.expected_pods);
+        (wanted > budget(max_connections)).then_some(Violation::ConnectionBudget {
+            pool: self.db_pool_size,
+            pods: self.expected_pods,
+            max_connections,
+        })
+    }
+
+    /// The decoded AES-256 master key, if configured.
+    pub fn master_key_bytes(&self) -> Option<[u8; 32]> {
+        self.master_encryption_key
+            .as_ref()
+            .and_then(|k| decode_master_key(k).ok())
+    }
+}
+
+/// Accepts 32 bytes as standard base64 (44 chars) or hex (64 chars).
+pub(crate) fn decode_master_key(key: &SecretString) -> Result<[u8; 32], &'static str> {
+    let text = key.expose_secret().trim();
+    let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        hex::decode(text).map_err(|_| "is not valid hex")?
+    } else {
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|_| "must be 32 bytes as base64 or 64 hex characters")?
+    };
+    bytes
+        .try_into()
+        .map_err(|_| "must be 32 bytes as base64 or 64 hex characters")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    const STRONG: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+    fn production(overrides: &[(&str, Option<&str>)]) -> Config {
+        let mut vars: HashMap<String, String> = [
+            ("APP_ENV", "production"),
+            ("DATABASE_URL", "postgres://localhost/db"),
+            ("REDIS_URL", "redis://localhost"),
+            ("JWT_SECRET", STRONG),
+            ("MASTER_ENCRYPTION_KEY", KEY),
+            ("SENTRY_DSN", "https://key@sentry.example/1"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        for (k, v) in overrides {
+            match v {
+                Some(v) => vars.insert((*k).to_owned(), (*v).to_owned()),
+                None => vars.remove(*k),
+            };
+        }
+        let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config"));
+        crate::load_from(&vars, &dir).expect("loads")
+    }
+
+    #[test]
+    fn a_complete_production_config_passes() {
+        let c = production(&[]);
+        assert!(c.static_violations().is_empty());
+        assert_eq!(c.connection_budget_violation(100), None);
+        assert!(c.master_key_bytes().is_some());
+    }
+
+    #[test]
+    fn each_invariant_is_reported() {
+        let cases: &[(&[(&str, Option<&str>)], Violation)] = &[
+            (&[("DEMO_MODE", Some("true"))], Violation::DemoMode),
+            (
+                &[("JWT_SECRET", Some("short"))],
+                Violation::WeakJwtSecret { len: 5 },
+            ),
+            (&[("MASTER_ENCRYPTION_KEY", None)], Violation::NoMasterKey),
+            (&[("SENTRY_DSN", None)], Violation::NoSentryDsn),
+            (&[("REDIS_URL", None)], Violation::NoRedis),
+        ];
+        for (overrides, expected) in cases {
+            let v = production(overrides).static_violations();
+            assert_eq!(v, vec![expected.clone()], "{overrides:?}");
+        }
+    }
+
+    #[test]
+    fn connection_budget_is_80_percent() {
+        let c = production(&[("DB_POOL_SIZE", Some("40")), ("EXPECTED_PODS", Some("2"))]);
+        assert_eq!(c.connection_budget_violation(100), None);
+        let v = c.connection_budget_violation(99).expect("80 > 79");
+        assert!(v.to_string().contains("max_connections 99"));
+    }
+
+    #[test]
+    fn not_enforced_outside_production() {
+        let c = production(&[
+            ("APP_ENV", Some("development")),
+            ("DEMO_MODE", Some("true")),
+        ]);
+        assert!(c.static_violations().is_empty());
+    }
+
+    #[test]
+    fn hex_master_key_accepted() {
+        let c = production(&[("MASTER_ENCRYPTION_KEY", Some(STRONG))]);
+        assert_eq!(c.master_key_bytes().map(|k| k[1]), Some(0x23));
+    }
+}

@@ -1,0 +1,184 @@
+//! Switchboard configuration (AA10: one source of config and secrets).
+//!
+//! Layers, later wins: the embedded `config/default.toml` → `config/{APP_ENV}.toml` (looked
+//! up in `CONFIG_DIR`, default `config`) → environment variables named like the keys in upper
+//! case. A secret may also be given by reference as `{NAME}_FILE` (a path whose contents are
+//! the secret), which is how container orchestrators mount them. Secrets are
+//! [`secrecy::SecretString`]s: `Debug` and logs never show them.
+
+mod invariants;
+mod load;
+mod redact;
+
+pub use invariants::Violation;
+pub use load::{ConfigError, load, load_from};
+pub use redact::redact_url;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::time::Duration;
+use url::Url;
+
+/// Which deployment the process runs as; production turns on the start-up invariants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppEnv {
+    /// A developer's machine.
+    Development,
+    /// Automated tests.
+    Test,
+    /// A real deployment: invariants are enforced before the port is bound.
+    Production,
+}
+
+impl AppEnv {
+    /// The name used for `config/{name}.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppEnv::Development => "development",
+            AppEnv::Test => "test",
+            AppEnv::Production => "production",
+        }
+    }
+}
+
+/// How the agent client talks to `AGENT_URL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentMode {
+    /// Switchboard's own small contract: `POST {AGENT_URL}/v1/chat`.
+    Switchboard,
+    /// Any OpenAI-compatible `POST {AGENT_URL}/v1/chat/completions` endpoint.
+    Openai,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per line (production).
+    Json,
+}
+
+/// The validated configuration of one pod.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    /// `APP_ENV`.
+    pub app_env: AppEnv,
+    /// Address the HTTP listener binds (`BIND_ADDR`).
+    pub bind_addr: IpAddr,
+    /// `PORT` (0 picks a free port, used by tests).
+    pub port: u16,
+    /// `DATABASE_URL`.
+    pub database_url: SecretString,
+    /// `REDIS_URL`; required in production (no silent in-memory fallback).
+    #[serde(default)]
+    pub redis_url: Option<SecretString>,
+    /// Every Redis key this pod writes starts with `{redis_prefix}:` (`REDIS_PREFIX`).
+    pub redis_prefix: String,
+    /// HS256 signing secret for login tokens (`JWT_SECRET`).
+    pub jwt_secret: SecretString,
+    /// Lifetime of a login token in seconds (`JWT_TTL_SECS`).
+    pub jwt_ttl_secs: u64,
+    /// Base64 (or hex) of the 32-byte AES-256-GCM key for channel secrets.
+    #[serde(default)]
+    pub master_encryption_key: Option<SecretString>,
+    /// `SENTRY_DSN`; required in production.
+    #[serde(default)]
+    pub sentry_dsn: Option<SecretString>,
+    /// The URL providers call; webhook URLs and Twilio signatures are built from it.
+    pub public_base_url: Url,
+    /// Where the drafting agent listens (`AGENT_URL`).
+    #[serde(default)]
+    pub agent_url: Option<Url>,
+    /// Protocol spoken with the agent (`AGENT_MODE`).
+    pub agent_mode: AgentMode,
+    /// Bearer token for the agent endpoint, if it needs one (`AGENT_API_KEY`).
+    #[serde(default)]
+    pub agent_api_key: Option<SecretString>,
+    /// Model name sent in OpenAI-compatible mode (`AGENT_MODEL`).
+    #[serde(default)]
+    pub agent_model: Option<String>,
+    /// Agent request timeout in seconds.
+    pub agent_timeout_secs: u64,
+    /// Slack Web API base (`SLACK_API_BASE`).
+    pub slack_api_base: Url,
+    /// Twilio REST API base (`TWILIO_API_BASE`).
+    pub twilio_api_base: Url,
+    /// Telegram Bot API base (`TELEGRAM_API_BASE`).
+    pub telegram_api_base: Url,
+    /// Resend API base (`RESEND_API_BASE`).
+    pub resend_api_base: Url,
+    /// Demo mode (seeded data, relaxed checks); refused in production.
+    pub demo_mode: bool,
+    /// Postgres connections this pod may open (`DB_POOL_SIZE`).
+    pub db_pool_size: u32,
+    /// How many pods are expected to run at once; used for the AA9 budget check.
+    pub expected_pods: u32,
+    /// Largest accepted request body in bytes (`BODY_LIMIT_BYTES`).
+    pub body_limit_bytes: usize,
+    /// Time between `/ready` turning 503 and the listener closing (`DRAIN_DELAY_MS`).
+    pub drain_delay_ms: u64,
+    /// Budget for in-flight requests and jobs to finish after the drain (`SHUTDOWN_BUDGET_SECS`).
+    pub shutdown_budget_secs: u64,
+    /// Timeout of each `/ready` dependency check (`READY_TIMEOUT_MS`).
+    pub ready_timeout_ms: u64,
+    /// Default tracing filter when `RUST_LOG` is unset (`LOG_LEVEL`).
+    pub log_level: String,
+    /// `LOG_FORMAT`; defaults to JSON in production and pretty elsewhere.
+    #[serde(default)]
+    pub log_format: Option<LogFormat>,
+    /// Identifies this pod in worker names, logs and metrics (`POD_ID`, default the hostname).
+    #[serde(default)]
+    pub pod_id: Option<String>,
+}
+
+impl Config {
+    /// The drain delay as a [`Duration`].
+    pub fn drain_delay(&self) -> Duration {
+        Duration::from_millis(self.drain_delay_ms)
+    }
+
+    /// The shutdown budget as a [`Duration`].
+    pub fn shutdown_budget(&self) -> Duration {
+        Duration::from_secs(self.shutdown_budget_secs)
+    }
+
+    /// The per-dependency `/ready` timeout as a [`Duration`].
+    pub fn ready_timeout(&self) -> Duration {
+        Duration::from_millis(self.ready_timeout_ms)
+    }
+
+    /// The effective log format.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format.unwrap_or(match self.app_env {
+            AppEnv::Production => LogFormat::Json,
+            _ => LogFormat::Pretty,
+        })
+    }
+
+    /// This pod's identity: `POD_ID`, else the host name, else `pod`.
+    pub fn pod_id(&self) -> String {
+        self.pod_id
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or_else(|| {
+                std::fs::read_to_string("/etc/hostname")
+                    .ok()
+                    .map(|s| s.trim().to_owned())
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "pod".to_owned())
+    }
+
+    /// The public webhook URL for a connection, as given to the provider.
+    pub fn webhook_url(&self, channel: &str, connection_id: &str) -> String {
+        format!(
+            "{}/webhooks/{channel}/{connection_id}",
+            self.public_base_url.as_str().trim_end_matches('/')
+        )
+    }
+}

@@ -1,0 +1,86 @@
+//! Redis coordination shared by every pod: one reconnecting connection per pod, every key
+//! under a configurable prefix, and the small atomic primitives built on it.
+//!
+//! All Redis work in Switchboard goes through the `redis` crate (redis-rs): apalis-redis and
+//! socketioxide-redis use it too, so one client brings one reconnect policy.
+
+pub mod limiter;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Errors from Redis coordination.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordError {
+    /// The URL does not parse.
+    #[error("REDIS_URL is not a valid Redis URL")]
+    InvalidUrl,
+    /// A command failed (connection lost, timeout, server error).
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+}
+
+/// The pod's Redis handle: a cheap-to-clone, self-reconnecting connection plus the key prefix.
+#[derive(Clone)]
+pub struct Redis {
+    conn: ConnectionManager,
+    client: redis::Client,
+    prefix: Arc<str>,
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redis")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Redis {
+    /// Creates the handle without connecting: the first command connects, and a lost
+    /// connection is re-established on the next command. So a pod starts while Redis is
+    /// briefly away, and `/ready` says so.
+    pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, CoordError> {
+        let client = redis::Client::open(url).map_err(|_| CoordError::InvalidUrl)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        Ok(Self {
+            conn,
+            client,
+            prefix: Arc::from(prefix),
+        })
+    }
+
+    /// `{prefix}:{suffix}`: every key the app writes goes through here.
+    pub fn key(&self, suffix: &str) -> String {
+        format!("{}:{suffix}", self.prefix)
+    }
+
+    /// The configured prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A clone of the shared multiplexed connection.
+    pub fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// The underlying client, for components that need their own connection (pub/sub,
+    /// blocking queue reads).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// `PING`, for readiness.
+    pub async fn ping(&self) -> Result<(), CoordError> {
+        let mut conn = self.conn();
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        Ok(())
+    }
+}

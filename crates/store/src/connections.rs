@@ -1,0 +1,144 @@
+//! Channel connections: an org's provider accounts, with secrets encrypted at rest.
+
+use crate::StoreError;
+use crate::crypto::SecretCipher;
+use crate::model::ChannelKind;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// A connection without its secrets: the only shape the API ever returns.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct Connection {
+    /// Primary key; part of the webhook URL.
+    pub id: Uuid,
+    /// Owning org.
+    pub org_id: Uuid,
+    /// Which provider.
+    pub channel: ChannelKind,
+    /// Admin-chosen name, unique per org and channel among live connections.
+    pub name: String,
+    /// Non-secret settings.
+    pub settings: Value,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What is needed to create a connection.
+#[derive(Debug)]
+pub struct NewConnection<'a> {
+    /// Owning org.
+    pub org_id: Uuid,
+    /// Which provider.
+    pub channel: ChannelKind,
+    /// Display name.
+    pub name: &'a str,
+    /// The secrets object, already validated for the channel.
+    pub secrets: &'a Value,
+    /// Non-secret settings.
+    pub settings: &'a Value,
+}
+
+const COLUMNS: &str = "id, org_id, channel, name, settings, created_at, updated_at";
+
+/// Creates a connection, encrypting its secrets. A live connection with the same org,
+/// channel and name → [`StoreError::Conflict`].
+pub async fn create(
+    pool: &PgPool,
+    cipher: &SecretCipher,
+    new: NewConnection<'_>,
+) -> Result<Connection, StoreError> {
+    let id = Uuid::new_v4();
+    let plaintext =
+        serde_json::to_vec(new.secrets).map_err(|e| StoreError::Unexpected(e.to_string()))?;
+    let sealed = cipher.seal(id, &plaintext)?;
+    sqlx::query_as(&format!(
+        "INSERT INTO channel_connections (id, org_id, channel, name, secrets_ciphertext, settings)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(new.org_id)
+    .bind(new.channel)
+    .bind(new.name)
+    .bind(sealed)
+    .bind(new.settings)
+    .fetch_one(pool)
+    .await
+    .map_err(StoreError::classify)
+}
+
+/// Live connections of the given orgs, newest first.
+pub async fn list(pool: &PgPool, org_ids: &[Uuid]) -> Result<Vec<Connection>, StoreError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM channel_connections
+         WHERE org_id = ANY($1) AND deleted_at IS NULL ORDER BY created_at DESC, id"
+    ))
+    .bind(org_ids)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// A live connection by id.
+pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, StoreError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM channel_connections WHERE id = $1 AND deleted_at IS NULL"
+    ))
+    .bind(id)
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// A live connection together with its decrypted secrets, for the webhook and outbound paths.
+pub async fn get_with_secrets(
+    pool: &PgPool,
+    cipher: &SecretCipher,
+    id: Uuid,
+) -> Result<Option<(Connection, Value)>, StoreError> {
+    let row: Option<(
+        Uuid,
+        Uuid,
+        ChannelKind,
+        String,
+        Value,
+        DateTime<Utc>,
+        DateTime<Utc>,
+        Vec<u8>,
+    )> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS}, secrets_ciphertext FROM channel_connections
+             WHERE id = $1 AND deleted_at IS NULL"
+    ))
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    let Some((id, org_id, channel, name, settings, created_at, updated_at, sealed)) = row else {
+        return Ok(None);
+    };
+    let secrets: Value = serde_json::from_slice(&cipher.open(id, &sealed)?)
+        .map_err(|_| StoreError::Crypto("decrypted secrets are not JSON"))?;
+    let connection = Connection {
+        id,
+        org_id,
+        channel,
+        name,
+        settings,
+        created_at,
+        updated_at,
+    };
+    Ok(Some((connection, secrets)))
+}
+
+/// Soft-deletes a live connection; `None` when there was none. Past conversations keep
+/// their reference, and the name becomes free again.
+pub async fn delete(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, StoreError> {
+    Ok(sqlx::query_as(&format!(
+        "UPDATE channel_connections SET deleted_at = now(), updated_at = now()
+         WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .fetch_optional(pool)
+    .await?)
+}

@@ -1,0 +1,61 @@
+//! Postgres storage for Switchboard: the pool, the migrations, one small repository module
+//! per table family, and the encryption of channel secrets at rest.
+//!
+//! State transitions are single `UPDATE … WHERE <expected state> RETURNING` statements and
+//! creates are `INSERT … ON CONFLICT` on the unique indexes the migrations name (AA5).
+
+pub mod audit;
+pub mod connections;
+pub mod crypto;
+mod error;
+pub mod model;
+pub mod orgs;
+pub mod users;
+
+pub use error::StoreError;
+pub use sqlx::PgPool;
+
+use secrecy::ExposeSecret;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::str::FromStr;
+use std::time::Duration;
+use switchboard_config::Config;
+
+/// The embedded migrations from the workspace's `migrations/` folder.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Opens the pod's pool lazily: the pool connects on first use, so a pod can start (and
+/// answer `/health`) while Postgres is briefly away, and `/ready` reports it.
+pub fn connect_lazy(config: &Config) -> Result<PgPool, StoreError> {
+    let options = PgConnectOptions::from_str(config.database_url.expose_secret())
+        .map_err(|_| StoreError::InvalidUrl)?
+        .application_name("switchboard");
+    Ok(PgPoolOptions::new()
+        .max_connections(config.db_pool_size)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(5))
+        .idle_timeout(Duration::from_secs(300))
+        .connect_lazy_with(options))
+}
+
+/// Applies every pending migration. Safe to run from several pods at once: sqlx takes an
+/// advisory lock around the run.
+pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
+    MIGRATOR.run(pool).await.map_err(StoreError::Migrate)
+}
+
+/// The server's `max_connections`, for the AA9 budget check.
+pub async fn max_connections(pool: &PgPool) -> Result<u32, StoreError> {
+    let value: String = sqlx::query_scalar("SHOW max_connections")
+        .fetch_one(pool)
+        .await?;
+    value
+        .parse()
+        .map_err(|_| StoreError::Unexpected(format!("max_connections is {value:?}")))
+}
+
+/// `SELECT 1`, for readiness.
+pub async fn ping(pool: &PgPool) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1").execute(pool).await?;
+    Ok(())
+}

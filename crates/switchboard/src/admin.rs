@@ -1,0 +1,78 @@
+//! `switchboard admin …`: bootstrap orgs and users from the command line.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use switchboard_config::Config;
+use switchboard_store::model::Role;
+use switchboard_store::{orgs, users};
+use uuid::Uuid;
+
+/// Admin subcommands.
+#[derive(Subcommand)]
+pub enum AdminCommand {
+    /// Create an org; prints `{"id": …, "name": …}`.
+    CreateOrg {
+        /// The org's display name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Create a user (or reuse the one with this email) and make them a member of an org;
+    /// prints `{"id": …, "email": …, "org_id": …, "role": …, "created": bool}`.
+    CreateUser {
+        /// The org to join.
+        #[arg(long)]
+        org: Uuid,
+        /// Login address.
+        #[arg(long)]
+        email: String,
+        /// Password (at least 8 characters); ignored when the user already exists.
+        #[arg(long)]
+        password: String,
+        /// `admin` or `expert`.
+        #[arg(long, value_parser = ["admin", "expert"])]
+        role: String,
+    },
+}
+
+/// Runs one admin command against the configured database.
+pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
+    let pool = switchboard_store::connect_lazy(config)?;
+    let out = match command {
+        AdminCommand::CreateOrg { name } => {
+            let name = name.trim();
+            if name.is_empty() || name.chars().count() > 200 {
+                bail!("--name must be 1 to 200 characters");
+            }
+            let org = orgs::create(&pool, name).await.context("creating org")?;
+            serde_json::json!({"id": org.id, "name": org.name})
+        }
+        AdminCommand::CreateUser {
+            org,
+            email,
+            password,
+            role,
+        } => {
+            let role: Role = role.parse().map_err(|()| anyhow::anyhow!("bad role"))?;
+            let email = email.trim().to_owned();
+            if !email.contains('@') {
+                bail!("--email must be an email address");
+            }
+            if password.chars().count() < 8 {
+                bail!("--password must be at least 8 characters");
+            }
+            if orgs::get(&pool, org).await?.is_none() {
+                bail!("org {org} does not exist");
+            }
+            let hash =
+                tokio::task::spawn_blocking(move || users::hash_password(&password)).await??;
+            let (user, created) = users::create(&pool, &email, &hash).await?;
+            users::add_member(&pool, org, user.id, role).await?;
+            serde_json::json!({
+                "id": user.id, "email": user.email, "org_id": org, "role": role, "created": created
+            })
+        }
+    };
+    pool.close().await;
+    println!("{out}");
+    Ok(())
+}

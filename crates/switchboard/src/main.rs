@@ -1,0 +1,114 @@
+//! The `switchboard` binary: `serve`, `migrate` and the `admin` commands (SPEC §9).
+
+mod admin;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use switchboard_api::{App, StartError, telemetry};
+
+#[derive(Parser)]
+#[command(
+    name = "switchboard",
+    version,
+    about = "Human-in-the-loop customer messaging server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one pod: HTTP API, webhooks, Socket.IO and background workers.
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Administrative tasks; each prints one JSON object.
+    Admin {
+        #[command(subcommand)]
+        command: admin::AdminCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The process-wide TLS provider for outbound HTTPS (providers, Sentry).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = match switchboard_config::load() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("switchboard: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let _sentry = telemetry::init_sentry(&config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("switchboard: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve => serve(config).await,
+            Command::Migrate => report(migrate(&config).await),
+            Command::Admin { command } => report(admin::run(&config, command).await),
+        }
+    })
+}
+
+async fn serve(config: switchboard_config::Config) -> ExitCode {
+    telemetry::init_tracing(&config);
+    let app = match App::build(config).await {
+        Ok(app) => app,
+        Err(StartError::Violations(lines)) => {
+            for line in lines {
+                eprintln!("switchboard: refusing to start: {line}");
+            }
+            return ExitCode::from(3);
+        }
+        Err(e) => {
+            eprintln!("switchboard: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let server = match app.start().await {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("switchboard: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match server.run_until_signal().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchboard: server error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn migrate(config: &switchboard_config::Config) -> anyhow::Result<()> {
+    let pool = switchboard_store::connect_lazy(config)?;
+    switchboard_store::migrate(&pool)
+        .await
+        .context("applying migrations")?;
+    pool.close().await;
+    println!("{}", serde_json::json!({"migrated": true}));
+    Ok(())
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchboard: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
