@@ -1,0 +1,92 @@
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use switchboard_testing::{RedisServer, TestDb, TestPod, random_prefix};
+
+#[tokio::test]
+async fn ready_turns_503_naming_redis_when_redis_stops_and_recovers() {
+    let db = TestDb::fresh().await;
+    let mut redis = RedisServer::start().await;
+    let pod = TestPod::start_with(&db, &redis.url(), &random_prefix(), |_| {}).await;
+
+    let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    redis.stop();
+    let started = Instant::now();
+    let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "checks have short timeouts"
+    );
+    assert_eq!(r.status(), 503);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["checks"]["redis"]["ok"], false, "{body}");
+    assert_eq!(body["checks"]["postgres"]["ok"], true, "{body}");
+    // Liveness does not depend on Redis.
+    let r = pod.client.get(pod.url("/health")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    redis.restart().await;
+    let mut last = 0;
+    for _ in 0..50 {
+        last = pod
+            .client
+            .get(pod.url("/ready"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        if last == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last, 200, "readiness recovers once Redis is back");
+}
+
+#[tokio::test]
+async fn ready_is_503_while_draining_then_the_listener_closes() {
+    let db = TestDb::fresh().await;
+    let pod = TestPod::start_with(
+        &db,
+        &switchboard_testing::redis_url(),
+        &random_prefix(),
+        |v| {
+            v.insert("DRAIN_DELAY_MS".into(), "800".into());
+        },
+    )
+    .await;
+    assert_eq!(
+        pod.client
+            .get(pod.url("/ready"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    pod.server.begin_shutdown();
+    let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["draining"], true);
+    // Still serving during the drain delay.
+    assert_eq!(
+        pod.client
+            .get(pod.url("/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let url = pod.url("/health");
+    let TestPod { server, .. } = pod;
+    tokio::time::timeout(Duration::from_secs(10), server.wait())
+        .await
+        .expect("stops within the budget")
+        .expect("clean stop");
+    let fresh = switchboard_testing::http();
+    assert!(fresh.get(url).send().await.is_err(), "listener is closed");
+}

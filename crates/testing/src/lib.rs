@@ -1,0 +1,119 @@
+//! Test support shared by the integration tests of every crate.
+//!
+//! Tests never guess where Postgres and Redis are: `scripts/test.sh` starts its own and
+//! exports `SB_TEST_DATABASE_URL` (a superuser URL) and `SB_TEST_REDIS_URL`. Each test gets
+//! a fresh, migrated database and a random Redis key prefix, so tests run in parallel
+//! without seeing each other's data.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod pod;
+mod redis_server;
+
+pub use pod::{TestPod, seed_member};
+pub use redis_server::RedisServer;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use switchboard_config::Config;
+use uuid::Uuid;
+
+/// A strong JWT secret used by every test pod.
+pub const JWT_SECRET: &str =
+    "test-jwt-secret-0123456789abcdef0123456789abcdef0123456789abcdef0123456789";
+/// A fixed master key (base64 of 32 bytes).
+pub const MASTER_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fn required(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the tests with scripts/test.sh, which starts Postgres and Redis for them")
+    })
+}
+
+/// The Redis URL of the test run's Redis.
+pub fn redis_url() -> String {
+    required("SB_TEST_REDIS_URL")
+}
+
+/// A fresh database with every migration applied.
+pub struct TestDb {
+    /// Connection URL of the new database.
+    pub url: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl TestDb {
+    /// Creates `sb_<random>` on the test server and migrates it.
+    pub async fn fresh() -> TestDb {
+        let admin_url = required("SB_TEST_DATABASE_URL");
+        let name = format!("sb_{}", Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(&admin_url)
+            .await
+            .expect("connect to test postgres");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let url = match admin_url.rfind('/') {
+            Some(i) => format!("{}/{name}", &admin_url[..i]),
+            None => panic!("SB_TEST_DATABASE_URL has no database part"),
+        };
+        let pool = sqlx::PgPool::connect(&url)
+            .await
+            .expect("connect to test database");
+        switchboard_store::migrate(&pool).await.expect("migrate");
+        pool.close().await;
+        TestDb { url, name }
+    }
+
+    /// A pool on this database (for assertions on rows).
+    pub async fn pool(&self) -> sqlx::PgPool {
+        sqlx::PgPool::connect(&self.url).await.expect("connect")
+    }
+}
+
+/// Environment variables for a test pod on `db` with its own Redis prefix.
+pub fn pod_env(db: &TestDb, redis_url: &str, prefix: &str) -> HashMap<String, String> {
+    [
+        ("APP_ENV", "test"),
+        ("BIND_ADDR", "127.0.0.1"),
+        ("PORT", "0"),
+        ("DATABASE_URL", db.url.as_str()),
+        ("REDIS_URL", redis_url),
+        ("REDIS_PREFIX", prefix),
+        ("JWT_SECRET", JWT_SECRET),
+        ("MASTER_ENCRYPTION_KEY", MASTER_KEY),
+        ("PUBLIC_BASE_URL", "https://switchboard.test"),
+        ("DB_POOL_SIZE", "5"),
+        ("EXPECTED_PODS", "2"),
+        ("BODY_LIMIT_BYTES", "65536"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// The workspace's `config/` folder.
+pub fn config_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config"))
+}
+
+/// Builds a [`Config`] from variables, as the binary would from its environment.
+pub fn config_from(vars: &HashMap<String, String>) -> Config {
+    switchboard_config::load_from(vars, &config_dir()).expect("test config loads")
+}
+
+/// A random Redis key prefix for one test.
+pub fn random_prefix() -> String {
+    format!("t{}", &Uuid::new_v4().simple().to_string()[..12])
+}
+
+/// An HTTP client for tests (no pooling surprises across pods, short timeouts).
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
