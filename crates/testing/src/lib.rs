@@ -10,7 +10,7 @@ mod pod;
 mod redis_server;
 
 pub use pod::{TestPod, seed_member};
-pub use redis_server::RedisServer;
+pub use redis_server::{RedisServer, free_port};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
