@@ -175,7 +175,8 @@ mod tests {
 
     #[test]
     fn each_invariant_is_reported() {
-        let cases: &[(&[(&str, Option<&str>)], Violation)] = &[
+        type Overrides<'a> = &'a [(&'a str, Option<&'a str>)];
+        let cases: &[(Overrides, Violation)] = &[
             (&[("DEMO_MODE", Some("true"))], Violation::DemoMode),
             (
                 &[("JWT_SECRET", Some("short"))],

@@ -98,36 +98,28 @@ pub async fn get_with_secrets(
     cipher: &SecretCipher,
     id: Uuid,
 ) -> Result<Option<(Connection, Value)>, StoreError> {
-    let row: Option<(
-        Uuid,
-        Uuid,
-        ChannelKind,
-        String,
-        Value,
-        DateTime<Utc>,
-        DateTime<Utc>,
-        Vec<u8>,
-    )> = sqlx::query_as(&format!(
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        connection: Connection,
+        secrets_ciphertext: Vec<u8>,
+    }
+    let row: Option<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS}, secrets_ciphertext FROM channel_connections
-             WHERE id = $1 AND deleted_at IS NULL"
+         WHERE id = $1 AND deleted_at IS NULL"
     ))
     .bind(id)
     .fetch_optional(pool)
     .await?;
-    let Some((id, org_id, channel, name, settings, created_at, updated_at, sealed)) = row else {
+    let Some(Row {
+        connection,
+        secrets_ciphertext,
+    }) = row
+    else {
         return Ok(None);
     };
-    let secrets: Value = serde_json::from_slice(&cipher.open(id, &sealed)?)
+    let secrets: Value = serde_json::from_slice(&cipher.open(connection.id, &secrets_ciphertext)?)
         .map_err(|_| StoreError::Crypto("decrypted secrets are not JSON"))?;
-    let connection = Connection {
-        id,
-        org_id,
-        channel,
-        name,
-        settings,
-        created_at,
-        updated_at,
-    };
     Ok(Some((connection, secrets)))
 }
 

@@ -18,7 +18,8 @@ fn production(db: &TestDb) -> HashMap<String, String> {
 #[tokio::test]
 async fn each_production_invariant_refuses_start_before_binding() {
     let db = TestDb::fresh().await;
-    let cases: Vec<(&str, Box<dyn Fn(&mut HashMap<String, String>)>)> = vec![
+    type Tweak = Box<dyn Fn(&mut HashMap<String, String>)>;
+    let cases: Vec<(&str, Tweak)> = vec![
         (
             "DEMO_MODE must be off",
             Box::new(|v| {
