@@ -1,6 +1,20 @@
 //! Channel adapters. Each channel keeps its signature check, payload parsing and outbound
 //! client in its own module; this file holds what is common to all of them.
 
+pub mod email;
+pub mod inbound;
+pub mod slack;
+pub mod telegram;
+pub mod twilio;
+
+#[cfg(test)]
+mod test_support;
+
+pub use inbound::{
+    Channel, InboundError, InboundEvent, InboundMessage, InboundRequest, REPLAY_WINDOW_SECS,
+    Verified, channel, verify_and_parse,
+};
+
 use serde_json::Value;
 use switchboard_store::model::ChannelKind;
 
@@ -25,10 +39,10 @@ pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), Str
         .iter()
         .copied()
         .filter(|f| {
-            !object
+            object
                 .get(*f)
                 .and_then(Value::as_str)
-                .is_some_and(|s| !s.trim().is_empty())
+                .is_none_or(|s| s.trim().is_empty())
         })
         .collect();
     if !missing.is_empty() {

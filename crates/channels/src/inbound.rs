@@ -1,0 +1,205 @@
+//! The inbound half every channel shares: what the HTTP layer hands a channel, what comes
+//! back, and the one `match` that picks the channel. Each provider module implements
+//! [`Channel`]; adding a fifth channel means one new module and one arm in [`channel`].
+
+use serde_json::Value;
+use switchboard_store::model::ChannelKind;
+
+use crate::{email::Email, slack::Slack, telegram::Telegram, twilio::Twilio};
+
+/// How far (seconds, either direction) a signed timestamp may be from now. Providers retry
+/// for longer than this, but each retry is signed afresh, so a tighter window only rejects
+/// replays, never genuine retries.
+pub const REPLAY_WINDOW_SECS: i64 = 300;
+
+/// The raw webhook request. Channels get the bytes exactly as received because every
+/// provider signs the raw body; re-serialising parsed JSON would break the signatures.
+#[derive(Debug, Clone, Copy)]
+pub struct InboundRequest<'a> {
+    /// Request headers, looked up case-insensitively.
+    pub headers: &'a http::HeaderMap,
+    /// The body exactly as received.
+    pub body: &'a [u8],
+    /// `PUBLIC_BASE_URL` + path + query as the provider called it: Twilio signs the URL,
+    /// and behind a proxy the URL the server sees is not the one Twilio used.
+    pub public_url: &'a str,
+    /// Current Unix time in seconds, injected so replay-window checks are testable.
+    pub now_unix: i64,
+}
+
+/// The outcome of a request that passed verification.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verified {
+    /// Slack's `url_verification` handshake: answer 200 with this challenge as the body.
+    /// Nothing is stored.
+    Challenge(String),
+    /// A provider event to commit to the inbox.
+    Event(InboundEvent),
+}
+
+/// One provider event, as stored in `inbound_events`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundEvent {
+    /// The provider's own id for this delivery, so retries dedup: Slack `event_id`, Twilio
+    /// `MessageSid`, Telegram `update_id`, email Message-ID (else the webhook id). Unique
+    /// per connection only, so callers must scope it by connection.
+    pub dedup_key: String,
+    /// `None` for events that are acknowledged and stored but need no reply (bot echoes,
+    /// edits, status callbacks, non-inbound email events), so they never reach the agent.
+    pub message: Option<InboundMessage>,
+    /// The provider payload as JSON (Twilio's form params as an object), kept for the job
+    /// and for audits.
+    pub payload: Value,
+}
+
+/// A customer message extracted from an event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundMessage {
+    /// Who the customer is on this channel: Slack user id, Twilio `From`
+    /// (`whatsapp:+1…`), Telegram `from.id`, lowercased email address.
+    pub customer_external_id: String,
+    /// A display name when the provider sends one.
+    pub customer_name: Option<String>,
+    /// The message text. For email this may be empty: Resend's webhook carries metadata only,
+    /// and the body must then be fetched by `payload.data.email_id`.
+    pub text: String,
+    /// Unique per message within the connection: Slack `{channel}:{ts}` (`ts` alone is only
+    /// unique within one Slack channel), Twilio `MessageSid`, Telegram
+    /// `{chat_id}:{message_id}`, email Message-ID.
+    pub channel_message_id: String,
+    /// What the outbound reply needs later: Slack `{channel, thread_ts}`, Twilio `{to}`,
+    /// Telegram `{chat_id}`, email `{to, subject, in_reply_to}`.
+    pub reply_to: Value,
+}
+
+/// Why a webhook was refused. Messages never carry secret values or signatures.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InboundError {
+    /// A header needed for verification is absent (or not valid text).
+    #[error("missing signature headers")]
+    MissingSignature,
+    /// The signature or token does not match the connection's secret.
+    #[error("signature mismatch")]
+    BadSignature,
+    /// The signed timestamp is outside the replay window or not a number.
+    #[error("timestamp outside the replay window")]
+    StaleTimestamp,
+    /// The request verified but its body is not a payload we understand.
+    #[error("malformed payload: {0}")]
+    Malformed(String),
+    /// The connection's stored secrets lack a usable field: a server-side problem (answer
+    /// 500), not the caller's. Names the field, never its value.
+    #[error("connection secret `{0}` is missing or unusable")]
+    Secret(&'static str),
+}
+
+/// One provider's inbound rules. Split in two so verification always runs on the raw body
+/// before any parsing touches it.
+pub trait Channel: Sync {
+    /// Authenticates the raw request against the connection's secrets, in constant time.
+    fn verify(&self, secrets: &Value, req: &InboundRequest<'_>) -> Result<(), InboundError>;
+    /// Turns an already verified request into a [`Verified`] outcome.
+    fn parse(&self, req: &InboundRequest<'_>) -> Result<Verified, InboundError>;
+}
+
+/// The single place that maps a channel kind to its implementation.
+pub fn channel(kind: ChannelKind) -> &'static dyn Channel {
+    match kind {
+        ChannelKind::Slack => &Slack,
+        ChannelKind::Whatsapp => &Twilio,
+        ChannelKind::Telegram => &Telegram,
+        ChannelKind::Email => &Email,
+    }
+}
+
+/// Verifies, then parses; the body is never parsed unless the signature holds, so a forged
+/// request cannot reach the JSON parser or the inbox.
+pub fn verify_and_parse(
+    kind: ChannelKind,
+    secrets: &Value,
+    req: &InboundRequest<'_>,
+) -> Result<Verified, InboundError> {
+    let adapter = channel(kind);
+    adapter.verify(secrets, req)?;
+    adapter.parse(req)
+}
+
+/// A header as text; absent and non-text values are the same to a verifier.
+pub(crate) fn header<'a>(req: &InboundRequest<'a>, name: &str) -> Option<&'a str> {
+    req.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A non-empty string field of the connection's secrets.
+pub(crate) fn secret<'a>(secrets: &'a Value, field: &'static str) -> Result<&'a str, InboundError> {
+    secrets
+        .get(field)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or(InboundError::Secret(field))
+}
+
+/// Rejects timestamps outside the replay window; an unparsable one cannot be shown fresh.
+pub(crate) fn check_fresh(timestamp: &str, now_unix: i64) -> Result<(), InboundError> {
+    let ts: i64 = timestamp
+        .trim()
+        .parse()
+        .map_err(|_| InboundError::StaleTimestamp)?;
+    if now_unix.abs_diff(ts) > REPLAY_WINDOW_SECS.unsigned_abs() {
+        return Err(InboundError::StaleTimestamp);
+    }
+    Ok(())
+}
+
+/// Parses a JSON body; the error says where it broke, never what the body held.
+pub(crate) fn json_body(body: &[u8]) -> Result<Value, InboundError> {
+    serde_json::from_slice(body).map_err(|e| {
+        InboundError::Malformed(format!(
+            "invalid JSON at line {} column {}",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+/// Keeps a verified event whose envelope (dedup key) is sound but whose message part is
+/// unusable, storing it with no message instead of refusing it: a refusal only makes the
+/// provider retry something that can never succeed, and Telegram holds back every later
+/// update meanwhile. The error names fields only, so it is safe to log.
+pub(crate) fn lenient(
+    channel: &'static str,
+    dedup_key: &str,
+    message: Result<Option<InboundMessage>, InboundError>,
+) -> Option<InboundMessage> {
+    message.unwrap_or_else(|error| {
+        tracing::warn!(channel, dedup_key, %error, "inbound event stored without a message");
+        None
+    })
+}
+
+/// A required string field, or a `Malformed` naming it.
+pub(crate) fn req_str<'a>(value: &'a Value, pointer: &str) -> Result<&'a str, InboundError> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .ok_or_else(|| InboundError::Malformed(format!("missing string {pointer}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_window_is_inclusive_and_symmetric() {
+        assert_eq!(check_fresh("1000", 1300), Ok(()));
+        assert_eq!(check_fresh("1300", 1000), Ok(()));
+        assert_eq!(check_fresh("1000", 1301), Err(InboundError::StaleTimestamp));
+        assert_eq!(check_fresh("1301", 1000), Err(InboundError::StaleTimestamp));
+        assert_eq!(check_fresh("soon", 1000), Err(InboundError::StaleTimestamp));
+    }
+
+    #[test]
+    fn missing_secret_names_the_field_only() {
+        let err = secret(&serde_json::json!({"bot_token": ""}), "bot_token").expect_err("empty");
+        assert_eq!(err, InboundError::Secret("bot_token"));
+    }
+}
