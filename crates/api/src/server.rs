@@ -9,6 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchboard_config::{AppEnv, Config, Violation};
 use switchboard_coord::{CoordError, Redis};
+use switchboard_flows::Deps;
+use switchboard_flows::agent::AgentClient;
+use switchboard_flows::emit::NoRealtime;
+use switchboard_flows::queue::InboundQueue;
+use switchboard_flows::sweeper::{self, SweepConfig};
 use switchboard_store::StoreError;
 use switchboard_store::crypto::SecretCipher;
 use tokio::net::TcpListener;
@@ -93,7 +98,15 @@ impl App {
             ]));
         };
         let redis = Redis::connect_lazy(redis_url.expose_secret(), &config.redis_prefix)?;
+        let flows = Deps {
+            db: db.clone(),
+            redis: redis.clone(),
+            agent: AgentClient::new(&config, redis.clone()),
+            emitter: Arc::new(NoRealtime),
+        };
         let state = AppState {
+            inbound: InboundQueue::new(&redis),
+            flows,
             jwt: Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs)),
             cipher: SecretCipher::new(&key),
             config: Arc::new(config),
@@ -137,6 +150,7 @@ impl App {
             drain.stop();
         });
 
+        spawn_background(&state);
         let token = lifecycle.shutdown_token();
         let http = tokio::spawn(async move {
             axum::serve(listener, router)
@@ -146,6 +160,39 @@ impl App {
         tracing::info!(%addr, "listening");
         Server { addr, state, http }
     }
+}
+
+/// Starts the pod's workers and sweepers on the lifecycle's tracker and token, so shutdown
+/// waits for the jobs they hold.
+fn spawn_background(state: &AppState) {
+    let config = &state.config;
+    let identity = format!(
+        "{}-{}-{}",
+        config.pod_id(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    let token = state.lifecycle.shutdown_token();
+    let tracker = state.lifecycle.tasks();
+    state.inbound.spawn_workers(
+        state.flows.clone(),
+        identity.clone(),
+        config.worker_concurrency,
+        token.clone(),
+        tracker,
+    );
+    sweeper::spawn(
+        state.db.clone(),
+        state.inbound.clone(),
+        SweepConfig {
+            interval: Duration::from_millis(config.inbox_sweep_interval_ms.max(100)),
+            grace: Duration::from_secs(config.inbox_grace_secs),
+            batch: 500,
+        },
+        identity,
+        token,
+        tracker,
+    );
 }
 
 /// A running pod.

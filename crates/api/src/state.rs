@@ -5,6 +5,8 @@ use crate::lifecycle::Lifecycle;
 use std::sync::Arc;
 use switchboard_config::Config;
 use switchboard_coord::Redis;
+use switchboard_flows::Deps;
+use switchboard_flows::queue::InboundQueue;
 use switchboard_store::PgPool;
 use switchboard_store::crypto::SecretCipher;
 
@@ -23,4 +25,8 @@ pub struct AppState {
     pub jwt: Arc<JwtKeys>,
     /// Draining flag, shutdown token, task tracker.
     pub lifecycle: Lifecycle,
+    /// Producer for the `channel-inbound` queue.
+    pub inbound: InboundQueue,
+    /// What the flows and their workers need.
+    pub flows: Deps,
 }

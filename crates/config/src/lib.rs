@@ -131,6 +131,13 @@ pub struct Config {
     /// `LOG_FORMAT`; defaults to JSON in production and pretty elsewhere.
     #[serde(default)]
     pub log_format: Option<LogFormat>,
+    /// Jobs one pod runs at once per queue (`WORKER_CONCURRENCY`).
+    pub worker_concurrency: usize,
+    /// Inbox events younger than this are left to the queue; older unprocessed ones are
+    /// re-enqueued by the sweeper (`INBOX_GRACE_SECS`).
+    pub inbox_grace_secs: u64,
+    /// Length of one inbox-sweeper slot (`INBOX_SWEEP_INTERVAL_MS`).
+    pub inbox_sweep_interval_ms: u64,
     /// Identifies this pod in worker names, logs and metrics (`POD_ID`, default the hostname).
     #[serde(default)]
     pub pod_id: Option<String>,

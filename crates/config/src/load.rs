@@ -42,6 +42,9 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("log_level", Kind::Verbatim),
     ("log_format", Kind::Verbatim),
     ("pod_id", Kind::Verbatim),
+    ("worker_concurrency", Kind::Parsed),
+    ("inbox_grace_secs", Kind::Parsed),
+    ("inbox_sweep_interval_ms", Kind::Parsed),
 ];
 
 /// Secrets that may be passed by reference as `{NAME}_FILE`.

@@ -4,6 +4,8 @@
 //! All Redis work in Switchboard goes through the `redis` crate (redis-rs): apalis-redis and
 //! socketioxide-redis use it too, so one client brings one reconnect policy.
 
+pub mod breaker;
+pub mod dedup;
 pub mod limiter;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};

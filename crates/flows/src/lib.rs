@@ -1,1 +1,28 @@
-//! placeholder
+//! Switchboard's domain flows and the durable jobs that run them.
+//!
+//! F2 (`channel-inbound`): an accepted webhook event becomes a customer, a conversation, a
+//! message, an agent draft and an expert-queue item, with every write idempotent so the job
+//! can run any number of times (at-least-once delivery, exactly-once effects).
+
+pub mod agent;
+pub mod emit;
+pub mod inbound;
+pub mod queue;
+pub mod sweeper;
+
+use std::sync::Arc;
+use switchboard_coord::Redis;
+use switchboard_store::PgPool;
+
+/// What the flows need from the pod.
+#[derive(Clone)]
+pub struct Deps {
+    /// Postgres.
+    pub db: PgPool,
+    /// Redis coordination.
+    pub redis: Redis,
+    /// The drafting agent.
+    pub agent: agent::AgentClient,
+    /// Realtime delivery.
+    pub emitter: Arc<dyn emit::Emitter>,
+}

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod connections;
 pub mod crypto;
 mod error;
+pub mod inbox;
 pub mod model;
 pub mod orgs;
 pub mod users;

@@ -8,6 +8,7 @@
 
 mod pod;
 mod redis_server;
+pub mod signing;
 
 pub use pod::{TestPod, seed_member};
 pub use redis_server::{RedisServer, free_port};

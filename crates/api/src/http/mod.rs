@@ -3,6 +3,7 @@
 mod auth;
 mod connections;
 mod health;
+mod webhooks;
 
 use crate::error::ApiError;
 use crate::metrics;
@@ -28,6 +29,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(auth::router())
         .merge(connections::router())
+        .merge(webhooks::router())
         .route("/metrics", get(metrics::render))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

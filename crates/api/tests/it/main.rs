@@ -5,4 +5,7 @@ mod auth;
 mod connections;
 mod errors;
 mod health;
+mod inbound;
+mod inbound_support;
 mod multi_pod;
+mod webhooks;

@@ -1,0 +1,158 @@
+//! `POST /webhooks/{channel}/{connection_id}` (F1): verify, dedup, commit, enqueue, answer.
+//!
+//! A 2xx means the event is committed in `inbound_events`. Redis `SET NX` is only the fast
+//! duplicate filter; the unique index is the truth. If Redis is down the event is still
+//! committed and acknowledged, and the inbox sweeper enqueues it later.
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::json;
+use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
+use switchboard_coord::dedup;
+use switchboard_store::model::ChannelKind;
+use switchboard_store::{connections, inbox};
+use uuid::Uuid;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/webhooks/{channel}/{connection_id}", post(receive))
+}
+
+fn unknown_connection() -> ApiError {
+    ApiError::not_found("channel connection")
+}
+
+async fn receive(
+    State(state): State<AppState>,
+    Path((channel, connection_id)): Path<(String, String)>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large()
+        } else {
+            ApiError::bad_request("malformed_payload", r.body_text())
+        }
+    })?;
+    let channel: ChannelKind = channel.parse().map_err(|()| unknown_connection())?;
+    let connection_id: Uuid = connection_id.parse().map_err(|_| unknown_connection())?;
+    let (connection, secrets) =
+        connections::get_with_secrets(&state.db, &state.cipher, connection_id)
+            .await?
+            .filter(|(c, _)| c.channel == channel)
+            .ok_or_else(unknown_connection)?;
+
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let public_url = format!(
+        "{}{path}",
+        state.config.public_base_url.as_str().trim_end_matches('/')
+    );
+    let request = InboundRequest {
+        headers: &headers,
+        body: &body,
+        public_url: &public_url,
+        now_unix: chrono::Utc::now().timestamp(),
+    };
+    let event = match verify_and_parse(channel, &secrets, &request) {
+        Ok(Verified::Challenge(challenge)) => {
+            return Ok(([(header::CONTENT_TYPE, "text/plain")], challenge).into_response());
+        }
+        Ok(Verified::Event(event)) => event,
+        Err(e) => {
+            metrics::counter!("webhooks_rejected_total", "channel" => channel.as_str())
+                .increment(1);
+            return Err(rejection(e));
+        }
+    };
+
+    let scope = format!("{channel}:{connection_id}:{}", event.dedup_key);
+    match dedup::claim(&state.redis, &scope).await {
+        Ok(true) => {}
+        Ok(false) => return Ok(duplicate(channel)),
+        Err(e) => tracing::warn!(error = %e, "dedup filter unavailable; relying on Postgres"),
+    }
+
+    let has_message = event.message.is_some();
+    let payload = json!({
+        "message": event.message.map(|m| json!({
+            "customer_external_id": m.customer_external_id,
+            "customer_name": m.customer_name,
+            "text": m.text,
+            "channel_message_id": m.channel_message_id,
+            "reply_to": m.reply_to,
+        })),
+        "raw": event.payload,
+    });
+    let inserted = inbox::insert(
+        &state.db,
+        connection.org_id,
+        connection_id,
+        channel,
+        &event.dedup_key,
+        &payload,
+        !has_message,
+    )
+    .await;
+    let event_id = match inserted {
+        Ok(Some(id)) => id,
+        Ok(None) => return Ok(duplicate(channel)),
+        Err(e) => {
+            // Not committed: forget the claim so the provider's retry is not a "duplicate".
+            if let Err(release) = dedup::release(&state.redis, &scope).await {
+                tracing::warn!(error = %release, "could not release dedup claim");
+            }
+            tracing::error!(error = %e, "could not commit inbound event");
+            return Err(ApiError::unavailable(
+                "dependency_unavailable",
+                "the event could not be stored; retry later",
+            ));
+        }
+    };
+    if has_message {
+        if let Err(e) = state.inbound.push(event_id).await {
+            tracing::warn!(%event_id, error = %e, "enqueue failed; the inbox sweeper will pick it up");
+        }
+    }
+    metrics::counter!("webhooks_accepted_total", "channel" => channel.as_str()).increment(1);
+    Ok((
+        StatusCode::OK,
+        axum::Json(json!({"status": "accepted", "event_id": event_id})),
+    )
+        .into_response())
+}
+
+fn duplicate(channel: ChannelKind) -> Response {
+    metrics::counter!("webhook_dedup_hits_total", "channel" => channel.as_str()).increment(1);
+    (StatusCode::OK, axum::Json(json!({"status": "duplicate"}))).into_response()
+}
+
+fn rejection(error: InboundError) -> ApiError {
+    match error {
+        InboundError::MissingSignature => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            "missing signature",
+        ),
+        InboundError::BadSignature => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            "signature does not match",
+        ),
+        InboundError::StaleTimestamp => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "stale_timestamp",
+            "timestamp is outside the replay window",
+        ),
+        InboundError::Malformed(m) => ApiError::bad_request("malformed_payload", m),
+        other => ApiError::internal(other),
+    }
+}

@@ -1,0 +1,236 @@
+use crate::inbound_support::{agent, connections, count, pod, send, wait_for_count};
+use serde_json::{Value, json};
+use std::time::Duration;
+use switchboard_testing::signing;
+use switchboard_testing::{RedisServer, TestDb, random_prefix, redis_url};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+#[tokio::test]
+async fn five_concurrent_messages_all_reach_history_summary() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let prefix = random_prefix();
+    let a = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let (_, conns) = connections(&db, &a).await;
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let signed: Vec<_> = (0..5)
+        .map(|i| {
+            signing::slack(
+                "slack-signing-secret",
+                &format!("EvC{i}"),
+                "U9",
+                &format!("1700000001.{i:06}"),
+                &format!("message {i}"),
+            )
+        })
+        .collect();
+    let sends = signed
+        .iter()
+        .enumerate()
+        .map(|(i, s)| send(if i % 2 == 0 { &a } else { &b }, &path, s));
+    for (status, _) in futures::future::join_all(sends).await {
+        assert_eq!(status, 200);
+    }
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 5).await,
+        5
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM conversations").await, 1);
+    let pool = db.pool().await;
+    let history: Value =
+        sqlx::query_scalar("SELECT agent_context -> 'history_summary' FROM conversations")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let entries = history.as_array().unwrap();
+    assert_eq!(
+        entries.len(),
+        10,
+        "5 messages + 5 drafts, capped at 10: {history}"
+    );
+    for i in 0..5 {
+        let text = format!("message {i}");
+        assert!(
+            entries
+                .iter()
+                .any(|e| e["role"] == "customer" && e["text"] == text.as_str()),
+            "{text} missing: {history}"
+        );
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM expert_queue").await,
+        1,
+        "one live item per conversation"
+    );
+}
+
+#[tokio::test]
+async fn redis_flushed_after_50_acks_loses_nothing() {
+    let db = TestDb::fresh().await;
+    let redis = RedisServer::start().await;
+    // A slow agent keeps most jobs waiting in Redis when it is flushed.
+    let agent = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(Duration::from_millis(300))
+                .set_body_json(json!({"reply": "ok", "confidence": 0.5, "cost_usd": 0.0})),
+        )
+        .mount(&agent)
+        .await;
+    let prefix = random_prefix();
+    let a = pod(&db, &redis.url(), &prefix, &agent.uri()).await;
+    let (_, conns) = connections(&db, &a).await;
+    let path = format!("/webhooks/telegram/{}", conns[2].1);
+    let signed: Vec<_> = (0..50)
+        .map(|i| signing::telegram("tg-secret", 1000 + i, 100 + i, "help"))
+        .collect();
+    for s in &signed {
+        let (status, body) = send(&a, &path, s).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 50).await,
+        50
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 50);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"
+        )
+        .await,
+        0
+    );
+    let requeued = count(&db, "SELECT coalesce(sum((detail->>'pushed')::int), 0) FROM cron_runs WHERE job = 'inbox-sweeper'").await;
+    assert!(requeued > 0, "the sweeper re-enqueued what the flush lost");
+}
+
+#[tokio::test]
+async fn agent_503_then_200_gives_one_real_draft() {
+    let db = TestDb::fresh().await;
+    let agent = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&agent)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"reply": "second try", "confidence": 0.7, "cost_usd": 0.01})),
+        )
+        .with_priority(2)
+        .mount(&agent)
+        .await;
+    let p = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
+    let (_, conns) = connections(&db, &p).await;
+    let s = signing::slack(
+        "slack-signing-secret",
+        "EvR",
+        "U2",
+        "1700000002.000001",
+        "retry me",
+    );
+    assert_eq!(
+        send(&p, &format!("/webhooks/slack/{}", conns[0].1), &s)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 1).await,
+        1
+    );
+    let pool = db.pool().await;
+    let (body, fallback): (String, bool) = sqlx::query_as("SELECT body, fallback FROM drafts")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!((body.as_str(), fallback), ("second try", false));
+    assert_eq!(agent.received_requests().await.unwrap().len(), 2);
+    let flagged: bool = sqlx::query_scalar("SELECT flagged_for_review FROM expert_queue")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!flagged);
+}
+
+#[tokio::test]
+async fn agent_down_stores_a_flagged_fallback_and_the_breaker_is_shared() {
+    let db = TestDb::fresh().await;
+    let agent = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&agent)
+        .await;
+    let prefix = random_prefix();
+    let a = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let (_, conns) = connections(&db, &a).await;
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    // Five failures on pod A (different customers, so five conversations).
+    for i in 0..5 {
+        let s = signing::slack(
+            "slack-signing-secret",
+            &format!("EvD{i}"),
+            &format!("U{i}"),
+            &format!("1700000003.{i:06}"),
+            "anyone?",
+        );
+        assert_eq!(send(&a, &path, &s).await.0, 200);
+        assert_eq!(
+            wait_for_count(&db, "SELECT count(*) FROM drafts", i + 1).await,
+            i + 1
+        );
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM drafts WHERE fallback").await,
+        5
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM expert_queue WHERE flagged_for_review"
+        )
+        .await,
+        5
+    );
+    assert!(
+        b.server
+            .state()
+            .flows
+            .agent
+            .breaker()
+            .is_open()
+            .await
+            .unwrap(),
+        "B sees A's open breaker"
+    );
+    let calls = agent.received_requests().await.unwrap().len();
+    // Pod B no longer calls the agent while the breaker is open.
+    let s = signing::slack(
+        "slack-signing-secret",
+        "EvD9",
+        "U9",
+        "1700000003.000009",
+        "still there?",
+    );
+    assert_eq!(send(&b, &path, &s).await.0, 200);
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 6).await,
+        6
+    );
+    assert_eq!(agent.received_requests().await.unwrap().len(), calls);
+}

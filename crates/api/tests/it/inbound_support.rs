@@ -1,0 +1,86 @@
+//! Shared set-up for the webhook and inbound-flow tests.
+
+use serde_json::{Value, json};
+use std::time::Duration;
+use switchboard_store::model::Role;
+use switchboard_testing::signing::{Signed, secrets};
+use switchboard_testing::{TestDb, TestPod, seed_member};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// An agent that always drafts.
+pub async fn agent() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({"reply": "Happy to help!", "confidence": 0.9, "cost_usd": 0.002}),
+        ))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A pod wired to `agent` with a fast inbox sweeper.
+pub async fn pod(db: &TestDb, redis_url: &str, prefix: &str, agent: &str) -> TestPod {
+    let agent = agent.to_owned();
+    TestPod::start_with(db, redis_url, prefix, move |v| {
+        v.insert("AGENT_URL".into(), agent);
+        v.insert("INBOX_GRACE_SECS".into(), "1".into());
+        v.insert("INBOX_SWEEP_INTERVAL_MS".into(), "300".into());
+    })
+    .await
+}
+
+/// Creates an org admin and one connection per channel; returns (org, channel → id).
+pub async fn connections(db: &TestDb, pod: &TestPod) -> (uuid::Uuid, Vec<(String, String)>) {
+    let (org, email, password) = seed_member(db, None, Role::Admin).await;
+    let token = pod.login(&email, &password).await;
+    let mut out = Vec::new();
+    for channel in ["slack", "whatsapp", "telegram", "email"] {
+        let r: Value = pod
+            .client
+            .post(pod.url("/channel-connections"))
+            .bearer_auth(&token)
+            .json(&json!({"org_id": org, "channel": channel, "name": channel, "secrets": secrets(channel)}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        out.push((channel.to_owned(), r["id"].as_str().unwrap().to_owned()));
+    }
+    (org, out)
+}
+
+/// Posts a signed webhook; returns the status and body.
+pub async fn send(pod: &TestPod, path: &str, signed: &Signed) -> (u16, String) {
+    let mut req = pod.client.post(pod.url(path)).body(signed.body.clone());
+    for (k, v) in &signed.headers {
+        req = req.header(k, v);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Counts rows matching a query.
+pub async fn count(db: &TestDb, sql: &str) -> i64 {
+    let pool = db.pool().await;
+    let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+    pool.close().await;
+    n
+}
+
+/// Polls `sql` (a count) until it equals `want` or 30 s pass; returns the last value.
+pub async fn wait_for_count(db: &TestDb, sql: &str, want: i64) -> i64 {
+    let mut last = -1;
+    for _ in 0..300 {
+        last = count(db, sql).await;
+        if last == want {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    last
+}

@@ -1,0 +1,231 @@
+//! The drafting agent client: Switchboard's small JSON contract or any OpenAI-compatible
+//! chat-completions endpoint, with retries and a breaker shared by all pods.
+
+use reqwest::StatusCode;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::time::Duration;
+use switchboard_config::{AgentMode, Config};
+use switchboard_coord::Redis;
+use switchboard_coord::breaker::{Breaker, BreakerConfig};
+use url::Url;
+use uuid::Uuid;
+
+/// Delays between attempts on a retryable answer (SPEC §6: 1 s, 2 s, 4 s).
+pub const RETRY_DELAYS: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+];
+
+/// One line of conversation given to the agent.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatLine {
+    /// `customer`, `agent` or `expert`.
+    pub role: String,
+    /// The text.
+    pub text: String,
+}
+
+/// What the agent proposes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    /// Reply text.
+    pub reply: String,
+    /// The agent's confidence in [0, 1], when it gives one.
+    pub confidence: Option<f32>,
+    /// What the call cost, when known.
+    pub cost_usd: Option<f64>,
+}
+
+/// Why no draft came back.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No `AGENT_URL` is configured.
+    #[error("AGENT_URL is not configured")]
+    NotConfigured,
+    /// The shared breaker is open: the agent failed repeatedly on some pod.
+    #[error("agent circuit breaker is open")]
+    BreakerOpen,
+    /// The agent kept failing after the retries.
+    #[error("agent failed: {0}")]
+    Failed(String),
+}
+
+/// Talks to `AGENT_URL`.
+#[derive(Clone)]
+pub struct AgentClient {
+    http: reqwest::Client,
+    url: Option<Url>,
+    mode: AgentMode,
+    api_key: Option<SecretString>,
+    model: String,
+    breaker: Breaker,
+}
+
+#[derive(Deserialize)]
+struct ContractReply {
+    reply: String,
+    #[serde(default)]
+    confidence: Option<f32>,
+    #[serde(default)]
+    cost_usd: Option<f64>,
+}
+
+impl AgentClient {
+    /// A client for the configured agent, with the `agent` breaker in Redis.
+    pub fn new(config: &Config, redis: Redis) -> Self {
+        // reqwest is built without a bundled TLS provider; make sure the process has one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(config.agent_timeout_secs))
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            url: config.agent_url.clone(),
+            mode: config.agent_mode,
+            api_key: config.agent_api_key.clone(),
+            model: config
+                .agent_model
+                .clone()
+                .unwrap_or_else(|| "gpt-4o-mini".into()),
+            breaker: Breaker::new(redis, "agent", BreakerConfig::default()),
+        }
+    }
+
+    /// The shared breaker (for health reporting and tests).
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Asks for a draft, retrying 429/502/503/504, timeouts and connection errors after
+    /// 1 s, 2 s and 4 s. Every failed attempt counts against the shared breaker.
+    pub async fn draft(
+        &self,
+        org_id: Uuid,
+        conversation_id: Uuid,
+        history: &[ChatLine],
+    ) -> Result<Draft, AgentError> {
+        let url = self.url.as_ref().ok_or(AgentError::NotConfigured)?;
+        let mut last = String::new();
+        for (attempt, delay) in RETRY_DELAYS.iter().map(Some).chain([None]).enumerate() {
+            // A breaker Redis cannot answer is treated as closed: the agent call is the work.
+            if self.breaker.is_open().await.unwrap_or(false) {
+                return Err(AgentError::BreakerOpen);
+            }
+            match self.call(url, org_id, conversation_id, history).await {
+                Ok(draft) => {
+                    if let Err(e) = self.breaker.record_success().await {
+                        tracing::warn!(error = %e, "could not reset agent breaker");
+                    }
+                    return Ok(draft);
+                }
+                Err((retryable, message)) => {
+                    last = message;
+                    match self.breaker.record_failure().await {
+                        Ok(outcome) if outcome.opened => tracing::error!(
+                            failures = outcome.failures,
+                            "agent failed {} times in a row: circuit breaker opened",
+                            outcome.failures
+                        ),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not record agent failure"),
+                    }
+                    let Some(delay) = delay.filter(|_| retryable) else {
+                        break;
+                    };
+                    tracing::warn!(attempt, error = %last, "agent call failed, retrying");
+                    tokio::time::sleep(*delay).await;
+                }
+            }
+        }
+        Err(AgentError::Failed(last))
+    }
+
+    /// One attempt; the error says whether it is worth retrying.
+    async fn call(
+        &self,
+        base: &Url,
+        org_id: Uuid,
+        conversation_id: Uuid,
+        history: &[ChatLine],
+    ) -> Result<Draft, (bool, String)> {
+        let (path, body) = match self.mode {
+            AgentMode::Switchboard => (
+                "v1/chat",
+                json!({"org_id": org_id, "conversation_id": conversation_id, "messages": history}),
+            ),
+            AgentMode::Openai => ("v1/chat/completions", self.openai_body(history)),
+        };
+        let url = join(base, path);
+        let mut request = self.http.post(url).json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| (true, format!("request failed: {}", e.without_url())))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retryable = matches!(
+                status,
+                StatusCode::TOO_MANY_REQUESTS
+                    | StatusCode::BAD_GATEWAY
+                    | StatusCode::SERVICE_UNAVAILABLE
+                    | StatusCode::GATEWAY_TIMEOUT
+            );
+            return Err((retryable, format!("agent answered {status}")));
+        }
+        let value: Value = response.json().await.map_err(|e| {
+            (
+                false,
+                format!("unreadable agent answer: {}", e.without_url()),
+            )
+        })?;
+        match self.mode {
+            AgentMode::Switchboard => serde_json::from_value::<ContractReply>(value)
+                .map(|r| Draft {
+                    reply: r.reply,
+                    confidence: r.confidence,
+                    cost_usd: r.cost_usd,
+                })
+                .map_err(|e| {
+                    (
+                        false,
+                        format!("agent answer does not match the contract: {e}"),
+                    )
+                }),
+            AgentMode::Openai => value["choices"][0]["message"]["content"]
+                .as_str()
+                .map(|reply| Draft {
+                    reply: reply.to_owned(),
+                    confidence: None,
+                    cost_usd: None,
+                })
+                .ok_or((false, "no choices[0].message.content in the answer".into())),
+        }
+    }
+
+    fn openai_body(&self, history: &[ChatLine]) -> Value {
+        let mut messages = vec![json!({
+            "role": "system",
+            "content": "You draft replies for a customer-support expert. Reply to the customer's last message concisely and politely."
+        })];
+        messages.extend(history.iter().map(|line| {
+            let role = if line.role == "customer" {
+                "user"
+            } else {
+                "assistant"
+            };
+            json!({"role": role, "content": line.text})
+        }));
+        json!({"model": self.model, "messages": messages})
+    }
+}
+
+fn join(base: &Url, path: &str) -> String {
+    format!("{}/{path}", base.as_str().trim_end_matches('/'))
+}

@@ -1,0 +1,98 @@
+//! The inbox sweeper (SPEC §2): once per slot across all pods (AA2, a `cron_runs` row per
+//! slot), it re-enqueues events still unprocessed after a grace period, so an event whose
+//! job Redis lost (crash, failover, flush) is still processed.
+
+use crate::queue::InboundQueue;
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::json;
+use std::time::Duration;
+use switchboard_store::{PgPool, inbox};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The `cron_runs.job` name.
+pub const JOB: &str = "inbox-sweeper";
+
+/// Sweeper settings.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepConfig {
+    /// Slot length: one sweep per slot across all pods.
+    pub interval: Duration,
+    /// Events younger than this are left to the queue.
+    pub grace: Duration,
+    /// Most events re-enqueued per sweep.
+    pub batch: i64,
+}
+
+/// The slot `now` falls in.
+pub fn slot_of(now: DateTime<Utc>, interval: Duration) -> DateTime<Utc> {
+    let step = i64::try_from(interval.as_millis())
+        .unwrap_or(i64::MAX)
+        .max(1);
+    let ms = now.timestamp_millis();
+    Utc.timestamp_millis_opt(ms - ms.rem_euclid(step))
+        .single()
+        .unwrap_or(now)
+}
+
+/// Runs one slot's sweep if this pod wins the slot; returns how many events it re-enqueued.
+pub async fn sweep_once(
+    db: &PgPool,
+    queue: &InboundQueue,
+    config: SweepConfig,
+    pod_id: &str,
+) -> Result<Option<usize>, switchboard_store::StoreError> {
+    let slot = slot_of(Utc::now(), config.interval);
+    if !inbox::claim_slot(db, JOB, slot, pod_id).await? {
+        return Ok(None);
+    }
+    let stale = inbox::stale_unprocessed(db, config.grace, config.batch).await?;
+    let mut pushed = 0;
+    let mut failed = 0;
+    for id in &stale {
+        match queue.push(*id).await {
+            Ok(()) => pushed += 1,
+            Err(e) => {
+                failed += 1;
+                tracing::warn!(event_id = %id, error = %e, "sweeper could not enqueue");
+            }
+        }
+    }
+    if pushed > 0 {
+        tracing::info!(pushed, "inbox sweeper re-enqueued unprocessed events");
+    }
+    metrics::counter!("inbox_sweeper_requeued_total").increment(pushed as u64);
+    inbox::finish_slot(
+        db,
+        JOB,
+        slot,
+        failed == 0,
+        json!({"stale": stale.len(), "pushed": pushed, "failed": failed}),
+    )
+    .await?;
+    Ok(Some(pushed))
+}
+
+/// Ticks every `interval` until `token` is cancelled.
+pub fn spawn(
+    db: PgPool,
+    queue: InboundQueue,
+    config: SweepConfig,
+    pod_id: String,
+    token: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    tracker.spawn(async move {
+        let mut tick = tokio::time::interval(config.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = token.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = sweep_once(&db, &queue, config, &pod_id).await {
+                tracing::warn!(error = %e, "inbox sweep failed");
+            }
+        }
+    });
+}
