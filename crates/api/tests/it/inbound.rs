@@ -234,3 +234,49 @@ async fn agent_down_stores_a_flagged_fallback_and_the_breaker_is_shared() {
     );
     assert_eq!(agent.received_requests().await.unwrap().len(), calls);
 }
+
+#[tokio::test]
+async fn workers_recover_after_their_redis_connections_are_killed() {
+    let db = TestDb::fresh().await;
+    let redis = RedisServer::start().await;
+    let agent = agent().await;
+    let p = pod(&db, &redis.url(), &random_prefix(), &agent.uri()).await;
+    let (_, conns) = connections(&db, &p).await;
+    let path = format!("/webhooks/telegram/{}", conns[2].1);
+    assert_eq!(
+        send(&p, &path, &signing::telegram("tg-secret", 1, 1, "before"))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 1).await,
+        1
+    );
+
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let me: i64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        killed > 0,
+        "the pod's connections were killed (we are client {me})"
+    );
+
+    for i in 2..12 {
+        let (status, body) = send(&p, &path, &signing::telegram("tg-secret", i, i, "after")).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 11).await,
+        11
+    );
+}

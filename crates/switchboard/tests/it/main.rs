@@ -4,6 +4,7 @@
 
 mod admin;
 mod invariants;
+mod kill;
 mod shutdown;
 
 use std::collections::HashMap;
