@@ -280,3 +280,40 @@ async fn workers_recover_after_their_redis_connections_are_killed() {
         11
     );
 }
+
+#[tokio::test]
+async fn webhooks_are_acknowledged_while_redis_is_down_and_processed_after() {
+    let db = TestDb::fresh().await;
+    let mut redis = RedisServer::start().await;
+    let agent = agent().await;
+    let p = pod(&db, &redis.url(), &random_prefix(), &agent.uri()).await;
+    let (_, conns) = connections(&db, &p).await;
+    let path = format!("/webhooks/telegram/{}", conns[2].1);
+
+    redis.stop();
+    for i in 0..3 {
+        let (status, body) = send(
+            &p,
+            &path,
+            &signing::telegram("tg-secret", 50 + i, 7, "redis is down"),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // The same update again while Redis is down: Postgres alone still deduplicates.
+    let (status, body) = send(
+        &p,
+        &path,
+        &signing::telegram("tg-secret", 50, 7, "redis is down"),
+    )
+    .await;
+    assert_eq!((status, body.contains("duplicate")), (200, true), "{body}");
+    assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 3);
+
+    redis.restart().await;
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 3).await,
+        3
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 3);
+}
