@@ -18,6 +18,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# Interrupted (Ctrl-C, a CI timeout, a closed pipe): still stop the servers.
+trap 'exit 130' INT TERM HUP PIPE
 
 sb_need_redis
 echo "test services: postgres 127.0.0.1:$pg_port, redis 127.0.0.1:$redis_port ($work)"

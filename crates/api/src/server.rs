@@ -103,6 +103,7 @@ impl App {
             redis: redis.clone(),
             agent: AgentClient::new(&config, redis.clone()),
             emitter: Arc::new(NoRealtime),
+            inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
         };
         let state = AppState {
             inbound: InboundQueue::new(&redis),

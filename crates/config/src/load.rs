@@ -44,6 +44,7 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("pod_id", Kind::Verbatim),
     ("worker_concurrency", Kind::Parsed),
     ("inbox_grace_secs", Kind::Parsed),
+    ("inbox_lease_secs", Kind::Parsed),
     ("inbox_sweep_interval_ms", Kind::Parsed),
 ];
 

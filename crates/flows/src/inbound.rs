@@ -34,6 +34,8 @@ pub enum Outcome {
     Missing,
     /// An earlier run finished it.
     AlreadyProcessed,
+    /// Another worker holds its lease right now.
+    HeldElsewhere,
     /// Nothing to draft (e.g. a bot message); marked processed.
     NoMessage,
     /// Processed now; `fallback` when the agent failed.
@@ -72,12 +74,13 @@ pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
 }
 
 async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
-    let Some(event) = inbox::get(&deps.db, event_id).await? else {
-        return Ok(Outcome::Missing);
+    let Some(event) = inbox::claim(&deps.db, event_id, deps.inbox_lease).await? else {
+        return Ok(match inbox::get(&deps.db, event_id).await? {
+            None => Outcome::Missing,
+            Some(e) if e.processed_at.is_some() => Outcome::AlreadyProcessed,
+            Some(_) => Outcome::HeldElsewhere,
+        });
     };
-    if event.processed_at.is_some() {
-        return Ok(Outcome::AlreadyProcessed);
-    }
     let message = &event.payload["message"];
     if message.is_null() {
         mark_processed(&deps.db, event_id).await?;
@@ -303,7 +306,7 @@ async fn append_history(
 
 async fn mark_processed(db: &sqlx::PgPool, event_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE inbound_events SET processed_at = now(), attempts = attempts + 1
+        "UPDATE inbound_events SET processed_at = now(), attempts = attempts + 1, locked_until = NULL
          WHERE id = $1 AND processed_at IS NULL",
     )
     .bind(event_id)

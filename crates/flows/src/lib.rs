@@ -25,4 +25,6 @@ pub struct Deps {
     pub agent: agent::AgentClient,
     /// Realtime delivery.
     pub emitter: Arc<dyn emit::Emitter>,
+    /// How long one job may hold an inbox event.
+    pub inbox_lease: std::time::Duration,
 }

@@ -54,6 +54,24 @@ pub async fn insert(
     .await?)
 }
 
+/// Takes the event for `lease` if it is unprocessed and nobody holds it (one atomic
+/// transition); `None` when it is processed, held by another worker, or gone.
+pub async fn claim(
+    pool: &PgPool,
+    id: Uuid,
+    lease: Duration,
+) -> Result<Option<InboundEvent>, StoreError> {
+    Ok(sqlx::query_as(
+        "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
+         WHERE id = $1 AND processed_at IS NULL AND (locked_until IS NULL OR locked_until < now())
+         RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at",
+    )
+    .bind(id)
+    .bind(lease.as_secs_f64())
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// Loads an event.
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreError> {
     Ok(sqlx::query_as(
@@ -65,13 +83,17 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreE
     .await?)
 }
 
-/// Counts an attempt and remembers the last error, for operators.
+/// Counts an attempt, remembers the last error for operators, and gives the lease back so
+/// the sweeper retries the event after the grace period.
 pub async fn record_failure(pool: &PgPool, id: Uuid, error: &str) -> Result<(), StoreError> {
-    sqlx::query("UPDATE inbound_events SET attempts = attempts + 1, last_error = $2 WHERE id = $1")
-        .bind(id)
-        .bind(error)
-        .execute(pool)
-        .await?;
+    sqlx::query(
+        "UPDATE inbound_events SET attempts = attempts + 1, last_error = $2, locked_until = NULL
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(error)
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -84,6 +106,7 @@ pub async fn stale_unprocessed(
     Ok(sqlx::query_scalar(
         "SELECT id FROM inbound_events
          WHERE processed_at IS NULL AND received_at < now() - make_interval(secs => $1)
+           AND (locked_until IS NULL OR locked_until < now())
          ORDER BY received_at LIMIT $2",
     )
     .bind(grace.as_secs_f64())

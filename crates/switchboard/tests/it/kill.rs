@@ -51,6 +51,8 @@ async fn a_pod_killed_mid_job_still_gets_the_message_processed_exactly_once() {
     vars.insert("AGENT_URL".into(), agent.uri());
     // Pod A never sweeps within this test, so recovery is pod B's doing.
     vars.insert("INBOX_SWEEP_INTERVAL_MS".into(), "3600000".into());
+    // Its lease on the event outlives it by 2 s only.
+    vars.insert("INBOX_LEASE_SECS".into(), "2".into());
     let mut child = switchboard(&vars, &["serve"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
