@@ -28,6 +28,9 @@ pub async fn pod(db: &TestDb, redis_url: &str, prefix: &str, agent: &str) -> Tes
         v.insert("AGENT_URL".into(), agent);
         v.insert("INBOX_GRACE_SECS".into(), "1".into());
         v.insert("INBOX_SWEEP_INTERVAL_MS".into(), "300".into());
+        // Longer than any job here, short enough that a job dropped with its worker
+        // (a worker restarted after a Redis error) is retried within the test.
+        v.insert("INBOX_LEASE_SECS".into(), "5".into());
     })
     .await
 }
