@@ -1,0 +1,29 @@
+# Everyday recipes. Each is a thin call into scripts/ (or cargo), so `just` is optional:
+# run the script directly to get the same result.
+
+# Recipe arguments reach the scripts as "$@", spaces intact.
+set positional-arguments
+
+# List the recipes.
+default:
+    @just --list
+
+# Postgres, Redis, two pods and HAProxy on http://localhost:8080, seeded with a demo org.
+up *args:
+    scripts/dev-up.sh "$@"
+
+# Stop the local stack (`just down --purge` also deletes .dev/).
+down *args:
+    scripts/dev-down.sh "$@"
+
+# The whole test suite against its own throwaway Postgres and Redis.
+test *args:
+    scripts/test.sh "$@"
+
+# Formatting and clippy, as CI runs them.
+lint:
+    cargo fmt --all -- --check && cargo clippy --workspace --all-targets -- -D warnings
+
+# Webhook ingest benchmark.
+bench *args:
+    scripts/bench-ingest.sh "$@"
