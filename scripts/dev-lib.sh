@@ -65,9 +65,10 @@ as_pg() {
   elif command -v runuser >/dev/null 2>&1; then
     runuser -u "$PG_USER" -- "$@"
   else
-    # su passes the words after -c's script to the shell as $0, $1, ...
+    # After `--`, su hands the words to the shell as $0, $1, ... (without it, su would
+    # parse the command's own options, such as pg_ctl -D, as its own).
     # shellcheck disable=SC2016
-    su -s /bin/sh "$PG_USER" -c 'exec "$@"' sh "$@"
+    su -s /bin/sh "$PG_USER" -c 'exec "$@"' -- sh "$@"
   fi
 }
 

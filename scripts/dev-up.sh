@@ -92,7 +92,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
     --no-install-recommends "${missing[@]}"
 fi
 PG_BIN="$(pg_bindir)" || die "no initdb found on PATH or in /usr/lib/postgresql/*/bin"
-command -v cargo >/dev/null || die "cargo is not on PATH (install the Rust toolchain)"
 
 # --- Postgres ----------------------------------------------------------------------------
 
@@ -170,6 +169,7 @@ fi
 if [ "${SB_SKIP_BUILD:-0}" = 1 ] && [ -x "$BIN" ]; then
   log "Reusing $BIN (SB_SKIP_BUILD=1)"
 else
+  command -v cargo >/dev/null || die "cargo is not on PATH (install the Rust toolchain)"
   log "Building target/release/switchboard"
   cargo build --release --bin switchboard
 fi
@@ -333,6 +333,9 @@ admin_cli() { with_env "$BIN" admin "$@"; }
 seed="$(cat "$SEED")"
 org="$(jget "$seed" org_id)"
 # A seed whose org is gone (the cluster was re-initialised) is re-seeded into a new org.
+if [[ -n "$org" && ! "$org" =~ ^[0-9a-fA-F-]{36}$ ]]; then
+  die "org_id in .dev/seed.json is not a UUID: $org"
+fi
 if [ -n "$org" ] && [ "$(pg_query "SELECT count(*) FROM orgs WHERE id = '$org'" switchboard)" = 0 ]; then
   warn "org $org from .dev/seed.json no longer exists; creating a new demo org"
   org=""
@@ -377,11 +380,12 @@ import json, sys
 seed, org, channel = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 c = seed["channels"][channel]
 print(json.dumps({"org_id": org, "channel": channel, "name": c["name"],
-         "secrets": c["secrets"], "settings": {}}))' "$seed" "$org" "$channel")"
+                  "secrets": c["secrets"], "settings": {}}))' "$seed" "$org" "$channel")"
   api POST /channel-connections "$body"
   case "$status" in
   201) log "Created the $channel connection" ;;
   409)
+    log "The $channel connection already exists"
     # Already there from an earlier run: find it to report its id and webhook URL.
     api GET "/channel-connections?org_id=$org"
     [ "$status" = 200 ] || die "listing connections failed ($status): $resp"
