@@ -68,6 +68,27 @@ impl TestDb {
         TestDb { url, name }
     }
 
+    /// Runs a `SELECT count(*) …` (any single bigint) and returns it.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let pool = self.pool().await;
+        let n = sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql);
+        pool.close().await;
+        n
+    }
+
+    /// Polls [`TestDb::count`] until it equals `want` or 30 s pass; returns the last value.
+    pub async fn wait_for_count(&self, sql: &str, want: i64) -> i64 {
+        let mut last = -1;
+        for _ in 0..300 {
+            last = self.count(sql).await;
+            if last == want {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        last
+    }
+
     /// A pool on this database (for assertions on rows).
     pub async fn pool(&self) -> sqlx::PgPool {
         sqlx::PgPool::connect(&self.url).await.expect("connect")

@@ -11,13 +11,7 @@ fn slack(org: uuid::Uuid, name: &str) -> Value {
 }
 
 async fn count(db: &switchboard_testing::TestDb, table: &str) -> i64 {
-    let pool = db.pool().await;
-    let n = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    n
+    db.count(&format!("SELECT count(*) FROM {table}")).await
 }
 
 #[tokio::test]

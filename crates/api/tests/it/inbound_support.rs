@@ -1,7 +1,6 @@
 //! Shared set-up for the webhook and inbound-flow tests.
 
 use serde_json::{Value, json};
-use std::time::Duration;
 use switchboard_store::model::Role;
 use switchboard_testing::signing::{Signed, secrets};
 use switchboard_testing::{TestDb, TestPod, seed_member};
@@ -69,21 +68,10 @@ pub async fn send(pod: &TestPod, path: &str, signed: &Signed) -> (u16, String) {
 
 /// Counts rows matching a query.
 pub async fn count(db: &TestDb, sql: &str) -> i64 {
-    let pool = db.pool().await;
-    let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-    pool.close().await;
-    n
+    db.count(sql).await
 }
 
-/// Polls `sql` (a count) until it equals `want` or 30 s pass; returns the last value.
+/// Polls a count until it equals `want` or 30 s pass.
 pub async fn wait_for_count(db: &TestDb, sql: &str, want: i64) -> i64 {
-    let mut last = -1;
-    for _ in 0..300 {
-        last = count(db, sql).await;
-        if last == want {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    last
+    db.wait_for_count(sql, want).await
 }

@@ -10,13 +10,6 @@ use switchboard_testing::{
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-async fn count(db: &TestDb, sql: &str) -> i64 {
-    let pool = db.pool().await;
-    let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-    pool.close().await;
-    n
-}
-
 /// kill -9 of the pod holding a job mid-flight: another pod finishes the event once.
 #[tokio::test]
 async fn a_pod_killed_mid_job_still_gets_the_message_processed_exactly_once() {
@@ -118,7 +111,7 @@ async fn a_pod_killed_mid_job_still_gets_the_message_processed_exactly_once() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM drafts").await, 0);
 
     // Pod B: same Postgres and Redis; its sweeper finds the unprocessed event.
     let agent_url = agent.uri();
@@ -129,20 +122,17 @@ async fn a_pod_killed_mid_job_still_gets_the_message_processed_exactly_once() {
     })
     .await;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while count(&db, "SELECT count(*) FROM drafts").await == 0 {
+    while db.count("SELECT count(*) FROM drafts").await == 0 {
         assert!(Instant::now() < deadline, "event was never recovered");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 1);
-    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 1);
-    assert_eq!(count(&db, "SELECT count(*) FROM expert_queue").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM messages").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM drafts").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM expert_queue").await, 1);
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"
-        )
-        .await,
+        db.count("SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")
+            .await,
         0
     );
 }
