@@ -12,6 +12,7 @@ use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
 use switchboard_flows::emit::NoRealtime;
+use switchboard_flows::intake::Intake;
 use switchboard_flows::queue::InboundQueue;
 use switchboard_flows::sweeper::{self, SweepConfig};
 use switchboard_store::StoreError;
@@ -105,8 +106,10 @@ impl App {
             emitter: Arc::new(NoRealtime),
             inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
         };
+        let inbound = InboundQueue::new(&redis);
         let state = AppState {
-            inbound: InboundQueue::new(&redis),
+            intake: Intake::start(db.clone(), inbound.clone()),
+            inbound,
             flows,
             jwt: Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs)),
             cipher: SecretCipher::new(&key),

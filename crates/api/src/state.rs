@@ -6,6 +6,7 @@ use std::sync::Arc;
 use switchboard_config::Config;
 use switchboard_coord::Redis;
 use switchboard_flows::Deps;
+use switchboard_flows::intake::Intake;
 use switchboard_flows::queue::InboundQueue;
 use switchboard_store::PgPool;
 use switchboard_store::crypto::SecretCipher;
@@ -27,6 +28,8 @@ pub struct AppState {
     pub lifecycle: Lifecycle,
     /// Producer for the `channel-inbound` queue.
     pub inbound: InboundQueue,
+    /// The batching inbox writer of the webhook path.
+    pub intake: Intake,
     /// What the flows and their workers need.
     pub flows: Deps,
 }

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod emit;
 pub mod inbound;
+pub mod intake;
 pub mod queue;
 pub mod sweeper;
 

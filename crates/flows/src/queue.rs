@@ -79,6 +79,20 @@ impl InboundQueue {
             .map_err(|e| e.to_string())
     }
 
+    /// Enqueues many events with one bulk push.
+    pub async fn push_many(&self, event_ids: &[Uuid]) -> Result<(), String> {
+        let mut storage = self.storage.clone();
+        storage
+            .push_bulk(
+                event_ids
+                    .iter()
+                    .map(|&event_id| InboundJob { event_id })
+                    .collect(),
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Starts the supervised workers on `tracker`; they stop when `token` is cancelled,
     /// after finishing the jobs they hold.
     pub fn spawn_workers(

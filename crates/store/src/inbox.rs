@@ -26,32 +26,69 @@ pub struct InboundEvent {
     pub processed_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// Inserts the event unless the connection already has one with this dedup key; returns the
-/// new id, or `None` for a duplicate (AA3). `processed` stores events that need no work as
-/// already handled.
-pub async fn insert(
+/// An event to add to the inbox.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// Owning org.
+    pub org_id: Uuid,
+    /// The connection it arrived on.
+    pub connection_id: Uuid,
+    /// Its channel.
+    pub channel: ChannelKind,
+    /// Provider dedup key, unique per connection.
+    pub dedup_key: String,
+    /// Normalised payload.
+    pub payload: Value,
+    /// Store it as already handled (nothing to process).
+    pub processed: bool,
+}
+
+/// Inserts many events in one statement and one commit; for each input, the new id or
+/// `None` when it is a duplicate (of a stored event or of an earlier input in the batch).
+/// One commit for many webhooks is what makes the accept path cheap (group commit).
+pub async fn insert_batch(
     pool: &PgPool,
-    org_id: Uuid,
-    connection_id: Uuid,
-    channel: ChannelKind,
-    dedup_key: &str,
-    payload: &Value,
-    processed: bool,
-) -> Result<Option<Uuid>, StoreError> {
-    Ok(sqlx::query_scalar(
+    events: &[NewEvent],
+) -> Result<Vec<Option<Uuid>>, StoreError> {
+    let mut orgs = Vec::with_capacity(events.len());
+    let mut conns = Vec::with_capacity(events.len());
+    let mut channels = Vec::with_capacity(events.len());
+    let mut keys = Vec::with_capacity(events.len());
+    let mut payloads = Vec::with_capacity(events.len());
+    let mut done = Vec::with_capacity(events.len());
+    for e in events {
+        orgs.push(e.org_id);
+        conns.push(e.connection_id);
+        channels.push(e.channel.as_str());
+        keys.push(e.dedup_key.as_str());
+        payloads.push(&e.payload);
+        done.push(e.processed);
+    }
+    let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
         "INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload, processed_at)
-         VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN now() END)
+         SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END
+         FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::bool[])
+              AS t(o, c, ch, k, p, d)
          ON CONFLICT (connection_id, dedup_key) DO NOTHING
-         RETURNING id",
+         RETURNING id, connection_id, dedup_key",
     )
-    .bind(org_id)
-    .bind(connection_id)
-    .bind(channel)
-    .bind(dedup_key)
-    .bind(payload)
-    .bind(processed)
-    .fetch_optional(pool)
-    .await?)
+    .bind(&orgs)
+    .bind(&conns)
+    .bind(&channels)
+    .bind(&keys)
+    .bind(&payloads)
+    .bind(&done)
+    .fetch_all(pool)
+    .await?;
+    let mut inserted: std::collections::HashMap<(Uuid, String), Uuid> = rows
+        .into_iter()
+        .map(|(id, conn, key)| ((conn, key), id))
+        .collect();
+    // The first input with a key gets its id; repeats within the batch are duplicates.
+    Ok(events
+        .iter()
+        .map(|e| inserted.remove(&(e.connection_id, e.dedup_key.clone())))
+        .collect())
 }
 
 /// Takes the event for `lease` if it is unprocessed and nobody holds it (one atomic

@@ -16,8 +16,9 @@ use axum::routing::post;
 use serde_json::json;
 use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
 use switchboard_coord::dedup;
+use switchboard_store::connections;
+use switchboard_store::inbox::NewEvent;
 use switchboard_store::model::ChannelKind;
-use switchboard_store::{connections, inbox};
 use uuid::Uuid;
 
 /// Routes of this module.
@@ -92,17 +93,18 @@ async fn receive(
         })),
         "raw": event.payload,
     });
-    let inserted = inbox::insert(
-        &state.db,
-        connection.org_id,
-        connection_id,
-        channel,
-        &event.dedup_key,
-        &payload,
-        !has_message,
-    )
-    .await;
-    let event_id = match inserted {
+    let submitted = state
+        .intake
+        .submit(NewEvent {
+            org_id: connection.org_id,
+            connection_id,
+            channel,
+            dedup_key: event.dedup_key,
+            payload,
+            processed: !has_message,
+        })
+        .await;
+    let event_id = match submitted {
         Ok(Some(id)) => id,
         Ok(None) => return Ok(duplicate(channel)),
         Err(e) => {
@@ -117,11 +119,6 @@ async fn receive(
             ));
         }
     };
-    if has_message {
-        if let Err(e) = state.inbound.push(event_id).await {
-            tracing::warn!(%event_id, error = %e, "enqueue failed; the inbox sweeper will pick it up");
-        }
-    }
     metrics::counter!("webhooks_accepted_total", "channel" => channel.as_str()).increment(1);
     Ok((
         StatusCode::OK,

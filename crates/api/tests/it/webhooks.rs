@@ -190,3 +190,31 @@ async fn slack_url_verification_answers_the_challenge() {
     assert_eq!((status, text.as_str()), (200, "c-123"));
     assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 0);
 }
+
+#[tokio::test]
+async fn a_batch_insert_stores_each_key_once_and_reports_duplicates_in_order() {
+    use switchboard_store::inbox::{NewEvent, insert_batch};
+    use switchboard_store::model::ChannelKind;
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let p = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
+    let (org, conns) = connections(&db, &p).await;
+    let conn: uuid::Uuid = conns[0].1.parse().unwrap();
+    let event = |key: &str| NewEvent {
+        org_id: org,
+        connection_id: conn,
+        channel: ChannelKind::Slack,
+        dedup_key: key.into(),
+        payload: json!({"message": null}),
+        processed: true,
+    };
+    let pool = db.pool().await;
+    let first = insert_batch(&pool, &[event("a")]).await.unwrap();
+    assert!(first[0].is_some());
+    let ids = insert_batch(&pool, &[event("b"), event("a"), event("b"), event("c")])
+        .await
+        .unwrap();
+    let new: Vec<bool> = ids.iter().map(Option::is_some).collect();
+    assert_eq!(new, [true, false, false, true]);
+    assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 3);
+}
