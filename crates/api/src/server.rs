@@ -11,10 +11,10 @@ use switchboard_config::{AppEnv, Config, Violation};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
-use switchboard_flows::emit::NoRealtime;
 use switchboard_flows::intake::Intake;
 use switchboard_flows::queue::InboundQueue;
 use switchboard_flows::sweeper::{self, SweepConfig};
+use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenError};
 use switchboard_store::StoreError;
 use switchboard_store::crypto::SecretCipher;
 use tokio::net::TcpListener;
@@ -32,6 +32,9 @@ pub enum StartError {
     /// Redis set-up failed.
     #[error(transparent)]
     Coord(#[from] CoordError),
+    /// Socket.IO or its Redis adapter could not be set up.
+    #[error(transparent)]
+    Realtime(#[from] RealtimeError),
     /// The listener could not bind.
     #[error("cannot bind {addr}: {source}")]
     Bind {
@@ -99,11 +102,20 @@ impl App {
             ]));
         };
         let redis = Redis::connect_lazy(redis_url.expose_secret(), &config.redis_prefix)?;
+        let lifecycle = Lifecycle::new();
+        let jwt = Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs));
+        let realtime = Realtime::build(
+            realtime::Settings::new(&config, redis_url.expose_secret()),
+            db.clone(),
+            token_verifier(jwt.clone()),
+            lifecycle.tasks().clone(),
+        )
+        .await?;
         let flows = Deps {
             db: db.clone(),
             redis: redis.clone(),
             agent: AgentClient::new(&config, redis.clone()),
-            emitter: Arc::new(NoRealtime),
+            emitter: realtime.emitter(),
             inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
         };
         let inbound = InboundQueue::new(&redis);
@@ -111,12 +123,13 @@ impl App {
             intake: Intake::start(db.clone(), inbound.clone()),
             inbound,
             flows,
-            jwt: Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs)),
+            jwt,
             cipher: SecretCipher::new(&key),
             config: Arc::new(config),
             db,
             redis,
-            lifecycle: Lifecycle::new(),
+            lifecycle,
+            realtime,
         };
         crate::metrics::install();
         Ok(App { state })
@@ -166,6 +179,18 @@ impl App {
     }
 }
 
+/// The socket handshake's token check: the same keys and rules as the REST API's.
+fn token_verifier(jwt: Arc<JwtKeys>) -> realtime::TokenVerifier {
+    Arc::new(move |token| {
+        jwt.verify(token)
+            .map(|claims| claims.sub)
+            .map_err(|e| match e.kind() {
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,
+                _ => TokenError::Invalid,
+            })
+    })
+}
+
 /// Starts the pod's workers and sweepers on the lifecycle's tracker and token, so shutdown
 /// waits for the jobs they hold.
 fn spawn_background(state: &AppState) {
@@ -178,13 +203,17 @@ fn spawn_background(state: &AppState) {
     );
     let token = state.lifecycle.shutdown_token();
     let tracker = state.lifecycle.tasks();
-    state.inbound.spawn_workers(
-        state.flows.clone(),
-        identity.clone(),
-        config.worker_concurrency,
-        token.clone(),
-        tracker,
-    );
+    state.realtime.spawn_background(token.clone(), tracker);
+    // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
+    if config.worker_concurrency > 0 {
+        state.inbound.spawn_workers(
+            state.flows.clone(),
+            identity.clone(),
+            config.worker_concurrency,
+            token.clone(),
+            tracker,
+        );
+    }
     sweeper::spawn(
         state.db.clone(),
         state.inbound.clone(),

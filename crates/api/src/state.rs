@@ -8,6 +8,7 @@ use switchboard_coord::Redis;
 use switchboard_flows::Deps;
 use switchboard_flows::intake::Intake;
 use switchboard_flows::queue::InboundQueue;
+use switchboard_realtime::Realtime;
 use switchboard_store::PgPool;
 use switchboard_store::crypto::SecretCipher;
 
@@ -32,4 +33,6 @@ pub struct AppState {
     pub intake: Intake,
     /// What the flows and their workers need.
     pub flows: Deps,
+    /// Socket.IO, its Redis adapter and the emitter the flows use.
+    pub realtime: Realtime,
 }

@@ -144,6 +144,12 @@ pub struct Config {
     /// Identifies this pod in worker names, logs and metrics (`POD_ID`, default the hostname).
     #[serde(default)]
     pub pod_id: Option<String>,
+    /// Realtime events older than this are deleted; a client further behind reloads its
+    /// lists instead of replaying (`EVENTS_RETENTION_HOURS`).
+    pub events_retention_hours: u64,
+    /// How often each pod compares its Redis pub/sub subscriptions with what its Socket.IO
+    /// adapter expects, and re-subscribes lost ones (`REALTIME_WATCHDOG_MS`).
+    pub realtime_watchdog_ms: u64,
 }
 
 impl Config {

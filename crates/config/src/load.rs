@@ -46,6 +46,8 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("inbox_grace_secs", Kind::Parsed),
     ("inbox_lease_secs", Kind::Parsed),
     ("inbox_sweep_interval_ms", Kind::Parsed),
+    ("events_retention_hours", Kind::Parsed),
+    ("realtime_watchdog_ms", Kind::Parsed),
 ];
 
 /// Secrets that may be passed by reference as `{NAME}_FILE`.

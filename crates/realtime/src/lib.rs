@@ -1,1 +1,199 @@
-//! placeholder
+//! Realtime delivery (SPEC §3 F4): Socket.IO on the API's port, websocket transport only
+//! (AA6: long-polling would need sticky sessions), fanned out across pods by the
+//! socketioxide Redis adapter over [`driver::PubSubDriver`].
+//!
+//! Every event is numbered per org and stored ([`events`]) before it is sent, so a client
+//! that sees a gap in `seq` or reconnects fetches what it missed from `GET /events`. Pod
+//! memory holds only the sockets of this pod and the last watchdog result (AA1).
+
+pub mod driver;
+mod emitter;
+pub mod events;
+mod handshake;
+pub mod retention;
+pub mod watchdog;
+
+pub use handshake::{TokenError, TokenVerifier, experts_room, org_room, rooms_for};
+pub use watchdog::AdapterHealth;
+
+use emitter::{Delivery, RealtimeEmitter};
+use socketioxide::handler::ConnectHandler;
+use socketioxide::layer::SocketIoLayer;
+use socketioxide::{SocketIo, TransportType};
+use socketioxide_redis::{CustomRedisAdapter, RedisAdapterConfig, RedisAdapterCtr};
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_config::Config;
+use switchboard_flows::emit::Emitter;
+use switchboard_store::PgPool;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The adapter type of every namespace: socketioxide-redis over Switchboard's driver.
+pub type Adapter = CustomRedisAdapter<socketioxide::adapter::Emitter, driver::PubSubDriver>;
+
+/// Why realtime could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RealtimeError {
+    /// `REDIS_URL` is not usable for the adapter.
+    #[error("realtime: invalid Redis URL for the Socket.IO adapter: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The adapter could not start.
+    #[error("realtime: the Socket.IO adapter did not start: {0}")]
+    Adapter(String),
+}
+
+/// What realtime needs from the pod's configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `REDIS_URL`; RESP3 is forced for the adapter's connection.
+    pub redis_url: String,
+    /// `REDIS_PREFIX`: the adapter's channels are `{prefix}:{sio}-…`, so deployments (and
+    /// parallel tests) sharing a Redis never see each other's events, and the `{sio}` hash
+    /// tag keeps every channel in one cluster slot (sharded pub/sub re-subscribes them in
+    /// one command, which a cluster rejects with `CROSSSLOT` across slots).
+    pub redis_prefix: String,
+    /// How long events stay available to `GET /events`.
+    pub retention: Duration,
+    /// How often the subscription watchdog runs.
+    pub watchdog_interval: Duration,
+    /// This pod's name, for the retention job's `cron_runs` rows.
+    pub pod_id: String,
+}
+
+impl Settings {
+    /// The settings of a pod with `config`, whose `REDIS_URL` is `redis_url`.
+    pub fn new(config: &Config, redis_url: &str) -> Self {
+        Self {
+            redis_url: redis_url.to_owned(),
+            redis_prefix: config.redis_prefix.clone(),
+            retention: Duration::from_secs(config.events_retention_hours.saturating_mul(3600)),
+            watchdog_interval: Duration::from_millis(config.realtime_watchdog_ms),
+            pod_id: config.pod_id(),
+        }
+    }
+
+    /// The adapter's channel prefix.
+    pub fn channel_prefix(&self) -> String {
+        format!("{}:{{sio}}", self.redis_prefix)
+    }
+}
+
+/// The pod's realtime handle: the Socket.IO layer to mount, the emitter for the flows, and
+/// the adapter's health. Cheap to clone.
+#[derive(Clone)]
+pub struct Realtime {
+    io: SocketIo<Adapter>,
+    layer: SocketIoLayer<Adapter>,
+    driver: driver::PubSubDriver,
+    health: Arc<watchdog::HealthCell>,
+    emitter: Arc<RealtimeEmitter>,
+    db: PgPool,
+    settings: Arc<Settings>,
+}
+
+impl Realtime {
+    /// Builds Socket.IO with the Redis adapter and subscribes the adapter's channels. Redis
+    /// being away is not fatal: the channels are subscribed once it answers.
+    pub async fn build(
+        settings: Settings,
+        db: PgPool,
+        verify: TokenVerifier,
+        tracker: TaskTracker,
+    ) -> Result<Realtime, RealtimeError> {
+        let driver = driver::PubSubDriver::new(&settings.redis_url)?;
+        let adapter = RedisAdapterCtr::new_with_driver(
+            driver.clone(),
+            RedisAdapterConfig::new().with_prefix(settings.channel_prefix()),
+        );
+        let (layer, io) = SocketIo::builder()
+            .transports([TransportType::Websocket])
+            .with_adapter::<Adapter>(adapter)
+            .build_layer();
+        let gate = Arc::new(handshake::Gate {
+            db: db.clone(),
+            verify,
+        });
+        io.ns("/", handshake::on_connect.with(handshake::middleware(gate)))
+            .await
+            .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
+        let delivery = Arc::new(Delivery {
+            db: db.clone(),
+            io: io.clone(),
+        });
+        Ok(Realtime {
+            io,
+            layer,
+            driver,
+            health: Arc::default(),
+            emitter: Arc::new(RealtimeEmitter::new(delivery, tracker)),
+            db,
+            settings: Arc::new(settings),
+        })
+    }
+
+    /// The tower layer serving `/socket.io` on the API's router.
+    pub fn layer(&self) -> SocketIoLayer<Adapter> {
+        self.layer.clone()
+    }
+
+    /// The emitter the flows call after their commits.
+    pub fn emitter(&self) -> Arc<dyn Emitter> {
+        self.emitter.clone()
+    }
+
+    /// The adapter's health as the watchdog last saw it.
+    pub fn health(&self) -> AdapterHealth {
+        self.health.get()
+    }
+
+    /// Sockets connected to this pod.
+    pub fn local_sockets(&self) -> usize {
+        self.io.of("/").map_or(0, |ns| ns.local().sockets().len())
+    }
+
+    /// Checks the adapter's subscriptions now (the watchdog does this every tick).
+    pub async fn check_subscriptions(&self) -> AdapterHealth {
+        watchdog::check(&self.driver, &self.health).await;
+        self.health.get()
+    }
+
+    /// Starts the emit lanes, the watchdog and the retention job on `tracker`, and closes
+    /// every socket when `token` is cancelled (after the drain delay), so clients reconnect
+    /// to another pod and catch up through `GET /events`; what the pod emits after that
+    /// still reaches the other pods.
+    pub fn spawn_background(&self, token: CancellationToken, tracker: &TaskTracker) {
+        self.emitter.spawn_lanes(&token);
+        watchdog::spawn(
+            self.driver.clone(),
+            self.health.clone(),
+            self.settings
+                .watchdog_interval
+                .max(Duration::from_millis(50)),
+            token.clone(),
+            tracker,
+        );
+        retention::spawn(
+            self.db.clone(),
+            self.settings.retention,
+            self.settings.pod_id.clone(),
+            token.clone(),
+            tracker,
+        );
+        let io = self.io.clone();
+        tracker.spawn(async move {
+            token.cancelled().await;
+            let sockets = io.of("/").map_or(0, |ns| ns.local().sockets().len());
+            tracing::info!(sockets, "closing realtime sockets");
+            io.close().await;
+            // Jobs still finishing on this pod keep emitting: a namespace that admits nobody
+            // keeps their events flowing through the adapter to the other pods' sockets.
+            if let Err(e) = io
+                .ns("/", handshake::on_connect.with(handshake::closed))
+                .await
+            {
+                tracing::warn!(error = %e, "realtime: no adapter for the last emits");
+            }
+        });
+    }
+}

@@ -36,6 +36,16 @@ struct Readiness {
     status: &'static str,
     draining: bool,
     checks: BTreeMap<&'static str, Check>,
+    realtime: Realtime,
+}
+
+/// Informational: it does not decide readiness. Redis itself is a check above; a lost
+/// subscription is re-made by the watchdog within a tick, and failing every pod's
+/// readiness over it would not bring one event back.
+#[derive(Serialize)]
+struct Realtime {
+    sockets: usize,
+    adapter: switchboard_realtime::AdapterHealth,
 }
 
 async fn ready(State(state): State<AppState>) -> impl IntoResponse {
@@ -62,6 +72,10 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         },
         draining,
         checks: BTreeMap::from([("postgres", postgres), ("redis", redis)]),
+        realtime: Realtime {
+            sockets: state.realtime.local_sockets(),
+            adapter: state.realtime.health(),
+        },
     };
     let status = if ok {
         StatusCode::OK

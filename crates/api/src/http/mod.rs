@@ -2,6 +2,7 @@
 
 mod auth;
 mod connections;
+mod events;
 mod health;
 mod webhooks;
 
@@ -25,15 +26,20 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The whole HTTP application for one pod.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.body_limit_bytes;
+    // Socket.IO answers `/socket.io/*` before routing; it sits outside the per-route
+    // metrics (sockets have their own) but inside tracing, request ids and panic capture.
+    let sockets = state.realtime.layer();
     Router::new()
         .merge(health::router())
         .merge(auth::router())
         .merge(connections::router())
+        .merge(events::router())
         .merge(webhooks::router())
         .route("/metrics", get(metrics::render))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(metrics::track))
+        .layer(sockets)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(
             ServiceBuilder::new()

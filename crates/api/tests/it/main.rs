@@ -8,4 +8,8 @@ mod health;
 mod inbound;
 mod inbound_support;
 mod multi_pod;
+mod realtime;
+mod realtime_replay;
+mod realtime_resilience;
+mod realtime_support;
 mod webhooks;

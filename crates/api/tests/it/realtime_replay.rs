@@ -1,0 +1,229 @@
+//! F4: per-org sequence numbers (gap-free and race-free across pods), replay of missed
+//! events through `GET /events`, retention, and what `/ready` and `/metrics` report.
+
+use crate::realtime_support::{connect_with, emit, fetch_events, org_expert};
+use serde_json::{Value, json};
+use std::time::Duration;
+use switchboard_realtime::retention;
+use switchboard_testing::{TestDb, TestPod, random_prefix};
+
+#[tokio::test]
+async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
+    let db = TestDb::fresh().await;
+    let prefix = random_prefix();
+    let a = TestPod::start(&db, &prefix).await;
+    let b = TestPod::start(&db, &prefix).await;
+    let (org, token) = org_expert(&db, &a).await;
+
+    let mut sock = connect_with(&a, &token).await;
+    emit(&b, org, "message_created", json!({"message_id": "m0"}));
+    let (_, first) = sock
+        .next(Duration::from_secs(10))
+        .await
+        .expect("live event");
+    assert_eq!(first["seq"], json!(1));
+    sock.close().await;
+
+    // Emitted while the client is away, from both pods.
+    for i in 1..=6 {
+        let pod = if i % 2 == 0 { &a } else { &b };
+        emit(
+            pod,
+            org,
+            "queue_item_updated",
+            json!({"id": format!("q{i}"), "version": i}),
+        );
+    }
+    let all = "SELECT count(*) FROM events";
+    assert_eq!(db.wait_for_count(all, 7).await, 7);
+
+    let mut sock = connect_with(&b, &token).await;
+    let (status, page) = fetch_events(&b, &token, &format!("org_id={org}&after=1")).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["latest_seq"], 7);
+    assert_eq!(page["truncated"], false);
+    let events = page["events"].as_array().unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        vec![2, 3, 4, 5, 6, 7],
+        "in order, none missing: {page}"
+    );
+    for e in events {
+        assert_eq!(e["event"], "queue_item_updated");
+        assert_eq!(e["data"]["seq"], e["seq"], "the socket payload, as sent");
+        assert_eq!(e["data"]["org_id"], json!(org));
+    }
+    let ids: Vec<&str> = events
+        .iter()
+        .map(|e| e["data"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 6);
+
+    // Paging: after 3, two at a time.
+    let (_, page) = fetch_events(&a, &token, &format!("org_id={org}&after=3&limit=2")).await;
+    let seqs: Vec<&Value> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["seq"])
+        .collect();
+    assert_eq!(seqs, vec![&json!(4), &json!(5)]);
+    let (status, _) = fetch_events(&a, &token, &format!("org_id={org}&after=0&limit=0")).await;
+    assert_eq!(status, 422);
+    let (status, _) = fetch_events(&a, &token, &format!("org_id={org}&after=-1")).await;
+    assert_eq!(status, 422);
+
+    // Live delivery continues from the next number.
+    emit(&a, org, "agent_message_sent", json!({"message_id": "m8"}));
+    let (name, data) = sock
+        .next(Duration::from_secs(10))
+        .await
+        .expect("live again");
+    assert_eq!(
+        (name.as_str(), data["seq"].clone()),
+        ("agent_message_sent", json!(8))
+    );
+    sock.close().await;
+}
+
+#[tokio::test]
+async fn realtime_seq_is_gap_free_across_pods_and_a_repeated_emit_keeps_its_number() {
+    let db = TestDb::fresh().await;
+    let prefix = random_prefix();
+    let a = TestPod::start(&db, &prefix).await;
+    let b = TestPod::start(&db, &prefix).await;
+    let (org, _) = org_expert(&db, &a).await;
+    let (other, _) = org_expert(&db, &a).await;
+    for i in 0..40 {
+        emit(
+            &a,
+            org,
+            "message_created",
+            json!({"message_id": format!("a{i}")}),
+        );
+        emit(
+            &b,
+            org,
+            "message_created",
+            json!({"message_id": format!("b{i}")}),
+        );
+        emit(
+            &b,
+            other,
+            "message_created",
+            json!({"message_id": format!("o{i}")}),
+        );
+    }
+    assert_eq!(
+        db.wait_for_count("SELECT count(*) FROM events", 120).await,
+        120
+    );
+    let pool = db.pool().await;
+    let (count, min, max): (i64, i64, i64) =
+        sqlx::query_as("SELECT count(*), min(seq), max(seq) FROM events WHERE org_id = $1")
+            .bind(org)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (count, min, max),
+        (80, 1, 80),
+        "one number per event, no gaps"
+    );
+
+    // A retried emit (same event, same payload) does not take a number; the next one does.
+    emit(&b, org, "message_created", json!({"message_id": "a7"}));
+    emit(&b, org, "message_created", json!({"message_id": "new"}));
+    assert_eq!(
+        db.wait_for_count("SELECT count(*) FROM events", 121).await,
+        121
+    );
+    let max: i64 = sqlx::query_scalar("SELECT max(seq) FROM events WHERE org_id = $1")
+        .bind(org)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(max, 81);
+    let counter: i64 = sqlx::query_scalar("SELECT seq FROM org_event_seq WHERE org_id = $1")
+        .bind(org)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(counter, 81, "the duplicate gave its number back");
+}
+
+#[tokio::test]
+async fn realtime_retention_deletes_old_events_once_per_slot_and_replay_says_so() {
+    let (a, db) = TestPod::single().await;
+    let (org, token) = org_expert(&db, &a).await;
+    for i in 0..3 {
+        emit(&a, org, "message_created", json!({"message_id": i}));
+    }
+    assert_eq!(db.wait_for_count("SELECT count(*) FROM events", 3).await, 3);
+    let pool = db.pool().await;
+    sqlx::query("UPDATE events SET created_at = now() - interval '3 days' WHERE seq <= 2")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // A slot of its own: the pod's job has already run the current one.
+    let slot = chrono::Utc::now() + chrono::Duration::days(1);
+    let retention = Duration::from_secs(24 * 3600);
+    let run = retention::run_once(&pool, slot, retention, "test-pod").await;
+    assert_eq!(run.unwrap(), Some(2));
+    let again = retention::run_once(&pool, slot, retention, "other-pod").await;
+    assert_eq!(again.unwrap(), None, "the slot was taken");
+    assert_eq!(db.count("SELECT count(*) FROM events").await, 1);
+
+    let (_, page) = fetch_events(&a, &token, &format!("org_id={org}&after=0")).await;
+    assert_eq!(page["truncated"], true, "{page}");
+    assert_eq!(page["events"][0]["seq"], 3);
+    let (_, page) = fetch_events(&a, &token, &format!("org_id={org}&after=2")).await;
+    assert_eq!(page["truncated"], false, "{page}");
+}
+
+#[tokio::test]
+async fn realtime_ready_and_metrics_report_the_adapter_and_sockets() {
+    let (a, db) = TestPod::single().await;
+    let (org, token) = org_expert(&db, &a).await;
+    let mut sock = connect_with(&a, &token).await;
+    emit(&a, org, "message_created", json!({"message_id": "x"}));
+    assert!(sock.next(Duration::from_secs(10)).await.is_some());
+
+    let health = a.server.state().realtime.check_subscriptions().await;
+    assert!(health.ok, "{health:?}");
+    assert_eq!(
+        health.expected, 3,
+        "request, pod request and pod response channels"
+    );
+    let ready: Value = a
+        .client
+        .get(a.url("/ready"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
+    assert_eq!(ready["realtime"]["sockets"], 1, "{ready}");
+
+    let metrics = a
+        .client
+        .get(a.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "realtime_connected_sockets",
+        "realtime_emits_total",
+        "realtime_adapter_up",
+        "realtime_adapter_subscriptions",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics");
+    }
+    sock.close().await;
+}
