@@ -74,6 +74,7 @@ pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
 }
 
 async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
+    let started = std::time::Instant::now();
     let Some(event) = inbox::claim(&deps.db, event_id, deps.inbox_lease).await? else {
         return Ok(match inbox::get(&deps.db, event_id).await? {
             None => Outcome::Missing,
@@ -162,6 +163,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         }
     };
     tx.commit().await?;
+    let stored_at = started.elapsed();
     if inserted.is_some() {
         deps.emitter.emit(
             event.org_id,
@@ -180,7 +182,15 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         Some(fallback) => fallback,
         None => draft(deps, event.org_id, conversation_id, message_id).await?,
     };
+    let drafted_at = started.elapsed();
     mark_processed(&deps.db, event_id).await?;
+    tracing::debug!(
+        %event_id,
+        stored_ms = stored_at.as_millis() as u64,
+        drafted_ms = drafted_at.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "inbound event processed"
+    );
     Ok(Outcome::Drafted { fallback })
 }
 

@@ -7,10 +7,13 @@
 //!   and restart;
 //! - one Redis error can leave a worker's backend dead: a supervisor restarts the worker;
 //! - a job held by a dead worker returns only after heartbeat × missed heartbeats: we use
-//!   5 s × 3, and the inbox sweeper is the backstop.
+//!   5 s × 3, and the inbox sweeper is the backstop;
+//! - finished jobs are acknowledged only with `persist_results(true)`, which keeps each job's
+//!   data and result in Redis until vacuumed: the sweeper vacuums once per slot.
 
 use crate::{Deps, inbound};
 use apalis::prelude::*;
+use apalis_core::backend::Vacuum;
 use apalis_redis::{Config as QueueConfig, RedisStorage};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -63,7 +66,11 @@ impl InboundQueue {
             .queue(redis.key("queue:channel-inbound"))
             .heartbeat_interval(Duration::from_secs(5))
             .missed_heartbeats(3)
-            .persist_results(false)
+            // apalis-redis acknowledges a finished job (removes it from the worker's
+            // in-flight set) only while persisting results. Without acks the in-flight sets
+            // grow without bound, a restarted worker's orphans are all re-enqueued, and past
+            // ~8000 the orphan script fails ("too many results to unpack") and kills workers.
+            .persist_results(true)
             .emit_events(false);
         Self {
             storage: RedisStorage::new(redis.conn()).with_config(config),
@@ -91,6 +98,23 @@ impl InboundQueue {
             )
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// Removes finished jobs' data and results from Redis and forgets the set of done ids
+    /// (nothing reads it; Postgres records what was processed). Returns how many jobs were
+    /// removed.
+    pub async fn vacuum(&self) -> Result<usize, String> {
+        let mut storage = self.storage.clone();
+        let removed = Vacuum::vacuum(&mut storage)
+            .await
+            .map_err(|e| e.to_string())?;
+        let done = storage.get_config().done_jobs_set();
+        let _: i64 = redis::cmd("UNLINK")
+            .arg(done)
+            .query_async(storage.get_connection())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(removed)
     }
 
     /// Starts the supervised workers on `tracker`; they stop when `token` is cancelled,

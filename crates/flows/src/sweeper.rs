@@ -46,6 +46,13 @@ pub async fn sweep_once(
     if !inbox::claim_slot(db, JOB, slot, pod_id).await? {
         return Ok(None);
     }
+    let vacuumed = match queue.vacuum().await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "queue vacuum failed");
+            0
+        }
+    };
     let stale = inbox::stale_unprocessed(db, config.grace, config.batch).await?;
     let mut pushed = 0;
     let mut failed = 0;
@@ -67,7 +74,7 @@ pub async fn sweep_once(
         JOB,
         slot,
         failed == 0,
-        json!({"stale": stale.len(), "pushed": pushed, "failed": failed}),
+        json!({"stale": stale.len(), "pushed": pushed, "failed": failed, "vacuumed": vacuumed}),
     )
     .await?;
     Ok(Some(pushed))

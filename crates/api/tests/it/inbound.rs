@@ -317,3 +317,67 @@ async fn webhooks_are_acknowledged_while_redis_is_down_and_processed_after() {
     );
     assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 3);
 }
+
+/// Finished jobs are acknowledged (the workers' in-flight sets empty out) and vacuumed from
+/// Redis by the sweeper, so Redis does not grow with every webhook ever received.
+#[tokio::test]
+async fn finished_jobs_leave_nothing_behind_in_redis() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let prefix = random_prefix();
+    let p = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let (_, conns) = connections(&db, &p).await;
+    let path = format!("/webhooks/telegram/{}", conns[2].1);
+    for i in 0..30 {
+        assert_eq!(
+            send(
+                &p,
+                &path,
+                &signing::telegram("tg-secret", 300 + i, 300 + i, "hi")
+            )
+            .await
+            .0,
+            200
+        );
+    }
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 30).await,
+        30
+    );
+
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let queue = format!("{prefix}:queue:channel-inbound");
+    let mut left = (u64::MAX, u64::MAX);
+    for _ in 0..100 {
+        let inflight: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{queue}:inflight:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut in_flight = 0;
+        for key in inflight {
+            let n: u64 = redis::cmd("SCARD")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            in_flight += n;
+        }
+        let data: u64 = redis::cmd("HLEN")
+            .arg(format!("{queue}:data"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        left = (in_flight, data);
+        if left == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        left,
+        (0, 0),
+        "(jobs still in flight, job payloads still stored)"
+    );
+}
