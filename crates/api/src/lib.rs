@@ -2,6 +2,7 @@
 //! server with graceful shutdown out.
 
 pub mod auth;
+pub mod connection_cache;
 pub mod error;
 pub mod extract;
 mod http;

@@ -1,6 +1,7 @@
 //! Assembling one pod and running it until a graceful shutdown (AA8).
 
 use crate::auth::JwtKeys;
+use crate::connection_cache::ConnectionCache;
 use crate::lifecycle::Lifecycle;
 use crate::state::AppState;
 use secrecy::ExposeSecret;
@@ -120,6 +121,7 @@ impl App {
         };
         let inbound = InboundQueue::new(&redis);
         let state = AppState {
+            connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
             intake: Intake::start(db.clone(), inbound.clone()),
             inbound,
             flows,

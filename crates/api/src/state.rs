@@ -1,6 +1,7 @@
 //! The shared application state handed to every handler.
 
 use crate::auth::JwtKeys;
+use crate::connection_cache::ConnectionCache;
 use crate::lifecycle::Lifecycle;
 use std::sync::Arc;
 use switchboard_config::Config;
@@ -29,6 +30,8 @@ pub struct AppState {
     pub lifecycle: Lifecycle,
     /// Producer for the `channel-inbound` queue.
     pub inbound: InboundQueue,
+    /// Channel connections for the webhook path, invalidated across pods.
+    pub connections: ConnectionCache,
     /// The batching inbox writer of the webhook path.
     pub intake: Intake,
     /// What the flows and their workers need.

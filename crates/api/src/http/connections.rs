@@ -161,6 +161,7 @@ async fn remove(
     let deleted = connections::delete(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("channel connection"))?;
+    state.connections.invalidate(id).await;
     audit::record(
         &state.db,
         Some(deleted.org_id),

@@ -1,5 +1,8 @@
 //! `POST /webhooks/{channel}/{connection_id}` (F1): verify, dedup, commit, enqueue, answer.
 //!
+//! The connection is read through the pod's [`crate::connection_cache`], which every pod
+//! invalidates through Redis when a connection changes.
+//!
 //! A 2xx means the event is committed in `inbound_events`. Redis `SET NX` is only the fast
 //! duplicate filter; the unique index is the truth. If Redis is down the event is still
 //! committed and acknowledged, and the inbox sweeper enqueues it later.
@@ -16,7 +19,6 @@ use axum::routing::post;
 use serde_json::json;
 use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
 use switchboard_coord::dedup;
-use switchboard_store::connections;
 use switchboard_store::inbox::NewEvent;
 use switchboard_store::model::ChannelKind;
 use uuid::Uuid;
@@ -46,11 +48,13 @@ async fn receive(
     })?;
     let channel: ChannelKind = channel.parse().map_err(|()| unknown_connection())?;
     let connection_id: Uuid = connection_id.parse().map_err(|_| unknown_connection())?;
-    let (connection, secrets) =
-        connections::get_with_secrets(&state.db, &state.cipher, connection_id)
-            .await?
-            .filter(|(c, _)| c.channel == channel)
-            .ok_or_else(unknown_connection)?;
+    let loaded = state
+        .connections
+        .get(&state.db, &state.cipher, connection_id)
+        .await?
+        .filter(|l| l.connection.channel == channel)
+        .ok_or_else(unknown_connection)?;
+    let (connection, secrets) = (&loaded.connection, &loaded.secrets);
 
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let public_url = format!(
@@ -63,7 +67,7 @@ async fn receive(
         public_url: &public_url,
         now_unix: chrono::Utc::now().timestamp(),
     };
-    let event = match verify_and_parse(channel, &secrets, &request) {
+    let event = match verify_and_parse(channel, secrets, &request) {
         Ok(Verified::Challenge(challenge)) => {
             return Ok(([(header::CONTENT_TYPE, "text/plain")], challenge).into_response());
         }

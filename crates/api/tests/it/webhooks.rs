@@ -218,3 +218,49 @@ async fn a_batch_insert_stores_each_key_once_and_reports_duplicates_in_order() {
     assert_eq!(new, [true, false, false, true]);
     assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 3);
 }
+
+/// Pods cache connections for the webhook path; a delete on one pod reaches the others'
+/// caches through Redis at once, not when the entry expires.
+#[tokio::test]
+async fn a_connection_deleted_on_one_pod_stops_webhooks_on_every_pod() {
+    use switchboard_store::model::Role;
+    let db = TestDb::fresh().await;
+    let prefix = random_prefix();
+    let agent = agent().await;
+    let a = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let (org, conns) = connections(&db, &a).await;
+    let slack = &conns[0].1;
+    let path = format!("/webhooks/slack/{slack}");
+    // Warm B's cache (retrying until B's subscription is live and the entry is cached).
+    for i in 0..3 {
+        let (status, _) = send(&b, &path, &signed_for("slack", slack, 100 + i)).await;
+        assert_eq!(status, 200);
+    }
+    let (_, email, password) = switchboard_testing::seed_member(&db, Some(org), Role::Admin).await;
+    let token = a.login(&email, &password).await;
+    let r = a
+        .client
+        .delete(a.url(&format!("/channel-connections/{slack}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let started = std::time::Instant::now();
+    let mut status = 0;
+    for i in 0..50 {
+        status = send(&b, &path, &signed_for("slack", slack, 200 + i))
+            .await
+            .0;
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        status, 404,
+        "B still accepts webhooks for a deleted connection"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
