@@ -172,18 +172,25 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         );
     }
 
-    // 2. The draft, unless an earlier run stored it already.
-    let existing: Option<bool> =
-        sqlx::query_scalar("SELECT fallback FROM drafts WHERE message_id = $1")
-            .bind(message_id)
-            .fetch_optional(&deps.db)
-            .await?;
+    // 2. The draft, unless an earlier run stored it already (only possible when the message
+    // was stored before this run). Storing the draft also marks the event processed.
+    let existing: Option<bool> = match inserted {
+        Some(_) => None,
+        None => {
+            sqlx::query_scalar("SELECT fallback FROM drafts WHERE message_id = $1")
+                .bind(message_id)
+                .fetch_optional(&deps.db)
+                .await?
+        }
+    };
     let fallback = match existing {
-        Some(fallback) => fallback,
-        None => draft(deps, event.org_id, conversation_id, message_id).await?,
+        Some(fallback) => {
+            mark_processed(&deps.db, event_id).await?;
+            fallback
+        }
+        None => draft(deps, event_id, event.org_id, conversation_id, message_id).await?,
     };
     let drafted_at = started.elapsed();
-    mark_processed(&deps.db, event_id).await?;
     tracing::debug!(
         %event_id,
         stored_ms = stored_at.as_millis() as u64,
@@ -197,6 +204,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
 /// Calls the agent and stores the draft with the queue item; returns whether it fell back.
 async fn draft(
     deps: &Deps,
+    event_id: Uuid,
     org_id: Uuid,
     conversation_id: Uuid,
     message_id: Uuid,
@@ -243,6 +251,8 @@ async fn draft(
     .await?;
     let Some(draft_id) = draft_id else {
         // Another run stored it first; its result stands.
+        mark_processed(&mut *tx, event_id).await?;
+        tx.commit().await?;
         return Ok(fallback);
     };
     // Conversation before queue item: the same lock order as the first transaction.
@@ -275,6 +285,7 @@ async fn draft(
     .bind(fallback)
     .fetch_one(&mut *tx)
     .await?;
+    mark_processed(&mut *tx, event_id).await?;
     tx.commit().await?;
     deps.emitter.emit(
         org_id,
@@ -314,7 +325,10 @@ async fn append_history(
     Ok(())
 }
 
-async fn mark_processed(db: &sqlx::PgPool, event_id: Uuid) -> Result<(), sqlx::Error> {
+async fn mark_processed<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    event_id: Uuid,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE inbound_events SET processed_at = now(), attempts = attempts + 1, locked_until = NULL
          WHERE id = $1 AND processed_at IS NULL",
