@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Ingest benchmark: signed Slack webhooks against the two-pod stack behind HAProxy, and the
+# Node/BullMQ baseline (../shared/bench/node-baseline) as two processes behind the same kind
+# of HAProxy, against the same Redis, in the same run.
+#
+#   closed loop  wrk -t2 -c64 (max throughput; every request a new event id)
+#   open loop    scripts/bench/openloop.py at fixed rates (latency from the scheduled send
+#                time, so no coordinated omission)
+#
+# Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
+# Env:   BENCH_SECONDS (20), BENCH_RATES ("1000 2000 4000"), BENCH_CONNS (64),
+#        BASELINE_DIR (../shared/bench/node-baseline), SB_SKIP_BUILD=1 to reuse the binary.
+set -euo pipefail
+# shellcheck source=scripts/dev-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
+cd "$ROOT"
+
+SECONDS_EACH="${BENCH_SECONDS:-20}"
+RATES="${BENCH_RATES:-1000 2000 4000}"
+CONNS="${BENCH_CONNS:-64}"
+BASELINE_SRC="${BASELINE_DIR:-$ROOT/../shared/bench/node-baseline}"
+LUA="$(dirname "$BASELINE_SRC")/wrk/signed.lua"
+BENCH="$DEV/bench"
+NODE_PORTS=(4101 4102)
+NODE_LB_PORT=8090
+OUT="$BENCH/results.jsonl"
+
+command -v wrk >/dev/null || sb_missing=1
+command -v node >/dev/null || sb_missing=1
+if [ -n "${sb_missing:-}" ]; then
+  sudo=""
+  is_root || sudo=sudo
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nodejs npm >/dev/null
+fi
+
+scripts/dev-up.sh >/dev/null
+mkdir -p "$BENCH"
+: >"$OUT"
+
+# --- the baseline: two Node processes behind their own HAProxy, same Redis ------------------
+if [ ! -d "$BENCH/node-baseline/node_modules" ]; then
+  rm -rf "$BENCH/node-baseline"
+  cp -r "$BASELINE_SRC" "$BENCH/node-baseline"
+  chmod -R u+w "$BENCH/node-baseline"
+  (cd "$BENCH/node-baseline" && npm install --silent --no-audit --no-fund >/dev/null)
+fi
+stop_baseline() {
+  local pid
+  for port in "${NODE_PORTS[@]}"; do
+    [ -f "$BENCH/node-$port.pid" ] && kill "$(cat "$BENCH/node-$port.pid")" 2>/dev/null || true
+    # Whatever still listens there (a run cut short before its trap ran).
+    for pid in $(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+      kill "$pid" 2>/dev/null || true
+    done
+  done
+  [ -f "$BENCH/haproxy-node.pid" ] && kill "$(cat "$BENCH/haproxy-node.pid")" 2>/dev/null || true
+}
+trap stop_baseline EXIT
+stop_baseline
+for port in "${NODE_PORTS[@]}"; do
+  (cd "$BENCH/node-baseline" && PORT=$port REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
+    SLACK_SIGNING_SECRET=test-signing-secret setsid nohup node server.js \
+    >"$BENCH/node-$port.log" 2>&1 & echo $! >"$BENCH/node-$port.pid")
+done
+sed -e "s/@LB_PORT@/$NODE_LB_PORT/" -e "s/@POD1_ADDR@/127.0.0.1:${NODE_PORTS[0]}/" \
+  -e "s/@POD2_ADDR@/127.0.0.1:${NODE_PORTS[1]}/" -e "s#GET /ready#GET /health#" \
+  scripts/haproxy.cfg.tmpl >"$BENCH/haproxy-node.cfg"
+haproxy -f "$BENCH/haproxy-node.cfg" -D -p "$BENCH/haproxy-node.pid"
+for _ in $(seq 50); do
+  curl -fsS "http://127.0.0.1:$NODE_LB_PORT/health" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+
+# --- targets -----------------------------------------------------------------------------
+read -r SB_ID SB_SECRET < <(python3 -c '
+import json; c = json.load(open(".dev/seed.json"))["channels"]["slack"]
+print(c["id"], c["secrets"]["signing_secret"])')
+SB_URL="http://127.0.0.1:$LB_PORT/webhooks/slack/$SB_ID"
+NODE_URL="http://127.0.0.1:$NODE_LB_PORT/webhooks/slack"
+
+# Fresh signed requests right before each run (timestamps must be within 300 s), from 1000
+# different customers.
+gen() { python3 scripts/bench/gen-slack.py "$2" "$3" "$1"; }
+
+# Switchboard keeps working after it answers (drafts, queue items). Wait until its inbox is
+# drained before the next run, so neither side is measured while the other still uses the
+# CPU, and record how long the drain took: that is the processing throughput.
+psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d switchboard -Atc "$1"; }
+drain() {
+  local label=$1 started backlog total
+  started=$(date +%s.%N)
+  total=$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")
+  while backlog=$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL") && [ "$backlog" -gt 0 ]; do
+    sleep 1
+  done
+  python3 -c "import json,time; t=time.time()-$started; print(json.dumps({'target':'switchboard','mode':'drain','after':'$label','backlog':$total,'seconds':round(t,1),'events_per_s':round($total/t,1) if t>0 else None}))" >>"$OUT"
+}
+secret_of() { if [ "$1" = switchboard ]; then echo "$SB_SECRET"; else echo test-signing-secret; fi; }
+url_of() { if [ "$1" = switchboard ]; then echo "$SB_URL"; else echo "$NODE_URL"; fi; }
+
+closed_loop() {
+  local name=$1 file="$BENCH/$1-closed.tsv" report
+  gen "$(secret_of "$name")" 150000 "$file"
+  report=$(wrk -t2 -c"$CONNS" -d"${SECONDS_EACH}s" -s "$LUA" --latency "$(url_of "$name")" -- 2 "$file")
+  python3 - "$name" "$report" >>"$OUT" <<'PY'
+import json, re, sys
+name, r = sys.argv[1], sys.argv[2]
+def ms(label):
+    m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)", r, re.M)
+    return None if not m else round(float(m[1]) * {"us": 0.001, "ms": 1, "s": 1000}[m[2]], 2)
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", r)[1])
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", r)
+print(json.dumps({"target": name, "mode": "closed", "rps": rps, "p50_ms": ms(50), "p99_ms": ms(99),
+                  "non_2xx": int(non2xx[1]) if non2xx else 0}))
+PY
+}
+
+open_loop() {
+  local name=$1 rate=$2 file="$BENCH/$1-open.tsv" need
+  need=$(python3 -c "print(int($rate * $SECONDS_EACH) + 10)")
+  gen "$(secret_of "$name")" "$need" "$file"
+  python3 scripts/bench/openloop.py "$(url_of "$name")" "$file" "$rate" "$SECONDS_EACH" "$CONNS" |
+    python3 -c "import json,sys; d=json.load(sys.stdin); d.update(target='$name', mode='open'); print(json.dumps(d))" >>"$OUT"
+}
+
+drain "start"
+for name in switchboard node; do
+  log "closed loop: $name"
+  closed_loop "$name"
+  [ "$name" = switchboard ] && drain "closed loop"
+  sleep 3
+done
+for rate in $RATES; do
+  for name in switchboard node; do
+    log "open loop at $rate/s: $name"
+    open_loop "$name" "$rate"
+    [ "$name" = switchboard ] && drain "open loop $rate/s"
+    sleep 3
+  done
+done
+
+log "results ($OUT):"
+cat "$OUT"
