@@ -28,6 +28,8 @@ use uuid::Uuid;
 const LANES: usize = 4;
 /// Events waiting per lane before `emit` falls back to a task per event.
 const LANE_DEPTH: usize = 1024;
+/// Most events a lane stores with one transaction.
+const LANE_BATCH: usize = 128;
 /// A cross-pod publish slower than this is given up; the event is delivered locally.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
 /// Pauses between attempts to store an event (Postgres failing over, pool exhausted).
@@ -53,27 +55,47 @@ pub(crate) struct Delivery {
 
 impl Delivery {
     async fn deliver(&self, event: Pending) {
-        let Some(seq) = self.store(&event).await else {
-            return;
-        };
-        let data = events::wire_payload(event.org_id, seq, &event.payload);
-        self.broadcast(event.org_id, event.event, &data).await;
+        self.deliver_batch(vec![event]).await;
     }
 
-    async fn store(&self, e: &Pending) -> Option<i64> {
+    /// Stores the events of each org with one transaction (numbers in arrival order), then
+    /// broadcasts them in that order. Under load a lane hands over everything it holds, so
+    /// an org's burst costs one counter lock instead of one per event.
+    async fn deliver_batch(&self, batch: Vec<Pending>) {
+        let mut orgs: Vec<Uuid> = Vec::new();
+        for e in &batch {
+            if !orgs.contains(&e.org_id) {
+                orgs.push(e.org_id);
+            }
+        }
+        for org_id in orgs {
+            let group: Vec<&Pending> = batch.iter().filter(|e| e.org_id == org_id).collect();
+            let Some(seqs) = self.store(org_id, &group).await else {
+                continue;
+            };
+            for (event, seq) in group.iter().zip(seqs) {
+                let data = events::wire_payload(org_id, seq, &event.payload);
+                self.broadcast(org_id, event.event, &data).await;
+            }
+        }
+    }
+
+    async fn store(&self, org_id: Uuid, group: &[&Pending]) -> Option<Vec<i64>> {
+        let items: Vec<(&str, &Value)> = group.iter().map(|e| (e.event, &e.payload)).collect();
         let mut attempt = 0;
         loop {
-            match events::append(&self.db, e.org_id, e.event, &e.payload).await {
-                Ok(appended) => return Some(appended.seq),
+            match events::append_batch(&self.db, org_id, &items).await {
+                Ok(appended) => return Some(appended.into_iter().map(|a| a.seq).collect()),
                 Err(error) => match STORE_BACKOFF.get(attempt) {
                     Some(pause) => {
-                        tracing::warn!(org_id = %e.org_id, event = e.event, %error, "storing realtime event failed; retrying");
+                        tracing::warn!(%org_id, count = items.len(), %error, "storing realtime events failed; retrying");
                         attempt += 1;
                         tokio::time::sleep(*pause).await;
                     }
                     None => {
-                        metrics::counter!("realtime_events_dropped_total").increment(1);
-                        tracing::error!(org_id = %e.org_id, event = e.event, %error, "realtime event dropped: it could not be stored");
+                        metrics::counter!("realtime_events_dropped_total")
+                            .increment(items.len() as u64);
+                        tracing::error!(%org_id, count = items.len(), %error, "realtime events dropped: they could not be stored");
                         return None;
                     }
                 },
@@ -162,7 +184,16 @@ impl RealtimeEmitter {
                     tokio::select! {
                         biased;
                         next = rx.recv() => match next {
-                            Some(event) => delivery.deliver(event).await,
+                            Some(event) => {
+                                let mut batch = vec![event];
+                                while batch.len() < LANE_BATCH {
+                                    match rx.try_recv() {
+                                        Ok(more) => batch.push(more),
+                                        Err(_) => break,
+                                    }
+                                }
+                                delivery.deliver_batch(batch).await;
+                            }
                             None => return,
                         },
                         () = token.cancelled() => break,

@@ -57,47 +57,98 @@ pub fn dedup_key(event: &str, payload: &Value) -> String {
     format!("{event}:{}", hex::encode(hash.finalize()))
 }
 
-/// Allocates the org's next number and stores the event, in one transaction. The counter
-/// row's lock serialises the org's emits on every pod and is held until commit, so numbers
-/// are committed in order; a duplicate rolls back and so gives its number back (no gap).
+/// Allocates the org's next number and stores the event; see [`append_batch`].
 pub async fn append(
     pool: &PgPool,
     org_id: Uuid,
     event: &str,
     payload: &Value,
 ) -> Result<Appended, sqlx::Error> {
-    let key = dedup_key(event, payload);
+    let appended = append_batch(pool, org_id, &[(event, payload)]).await?;
+    appended
+        .into_iter()
+        .next()
+        .ok_or_else(|| sqlx::Error::Protocol("append_batch returned nothing".into()))
+}
+
+/// Stores several events of one org in one transaction and returns their numbers in input
+/// order. The counter row is locked first, so the org's emits on every pod are serialised
+/// and numbers are committed in order. Events stored before (a retried emit, matched by
+/// [`dedup_key`]) keep their first number and take none, so the sequence has no gaps.
+pub async fn append_batch(
+    pool: &PgPool,
+    org_id: Uuid,
+    events: &[(&str, &Value)],
+) -> Result<Vec<Appended>, sqlx::Error> {
+    let keys: Vec<String> = events.iter().map(|(e, p)| dedup_key(e, p)).collect();
     let mut tx = pool.begin().await?;
-    let seq: i64 = sqlx::query_scalar(
+    // Lock the counter (creating it at 1 reserves number 1 for this batch).
+    let (last, created): (i64, bool) = sqlx::query_as(
         "INSERT INTO org_event_seq (org_id, seq) VALUES ($1, 1)
-         ON CONFLICT (org_id) DO UPDATE SET seq = org_event_seq.seq + 1
-         RETURNING seq",
+         ON CONFLICT (org_id) DO UPDATE SET seq = org_event_seq.seq
+         RETURNING seq, (xmax = 0)",
     )
     .bind(org_id)
     .fetch_one(&mut *tx)
     .await?;
-    let stored: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO events (org_id, seq, event, dedup_key, payload) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (org_id, dedup_key) DO NOTHING RETURNING seq",
+    let known: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT dedup_key, seq FROM events WHERE org_id = $1 AND dedup_key = ANY($2)",
     )
     .bind(org_id)
-    .bind(seq)
-    .bind(event)
-    .bind(&key)
-    .bind(payload)
-    .fetch_optional(&mut *tx)
+    .bind(&keys)
+    .fetch_all(&mut *tx)
     .await?;
-    if stored.is_some() {
-        tx.commit().await?;
-        return Ok(Appended { seq, fresh: true });
+    let mut seen: std::collections::HashMap<&str, i64> =
+        known.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+    let base = if created { 0 } else { last };
+    let mut next = base;
+    let mut out = Vec::with_capacity(events.len());
+    let (mut seqs, mut names, mut fresh_keys, mut payloads) = (vec![], vec![], vec![], vec![]);
+    for ((event, payload), key) in events.iter().zip(&keys) {
+        if let Some(seq) = seen.get(key.as_str()) {
+            out.push(Appended {
+                seq: *seq,
+                fresh: false,
+            });
+            continue;
+        }
+        next += 1;
+        seen.insert(key, next);
+        out.push(Appended {
+            seq: next,
+            fresh: true,
+        });
+        seqs.push(next);
+        names.push(*event);
+        fresh_keys.push(key.as_str());
+        payloads.push(*payload);
     }
-    tx.rollback().await?;
-    let seq = sqlx::query_scalar("SELECT seq FROM events WHERE org_id = $1 AND dedup_key = $2")
-        .bind(org_id)
-        .bind(&key)
-        .fetch_one(pool)
-        .await?;
-    Ok(Appended { seq, fresh: false })
+    if seqs.is_empty() {
+        // Only repeats: nothing to number (the counter row existed, so nothing was reserved).
+        tx.rollback().await?;
+        return Ok(out);
+    }
+    if next != last {
+        sqlx::query("UPDATE org_event_seq SET seq = $2 WHERE org_id = $1")
+            .bind(org_id)
+            .bind(next)
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query(
+        "INSERT INTO events (org_id, seq, event, dedup_key, payload)
+         SELECT $1, s, e, k, p FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::jsonb[])
+              AS t(s, e, k, p)",
+    )
+    .bind(org_id)
+    .bind(&seqs)
+    .bind(&names)
+    .bind(&fresh_keys)
+    .bind(&payloads)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(out)
 }
 
 /// Up to `limit` events of `org_id` with `seq > after`, in order.

@@ -227,3 +227,57 @@ async fn realtime_ready_and_metrics_report_the_adapter_and_sockets() {
     }
     sock.close().await;
 }
+
+#[tokio::test]
+async fn realtime_a_batch_numbers_new_events_in_order_and_repeats_keep_their_number() {
+    use switchboard_realtime::events::{append, append_batch};
+    let db = TestDb::fresh().await;
+    let pool = db.pool().await;
+    let org = switchboard_store::orgs::create(&pool, "Batch")
+        .await
+        .unwrap()
+        .id;
+    let (a, b, c) = (json!({"n": 1}), json!({"n": 2}), json!({"n": 3}));
+    // A fresh org: the batch takes 1 and 2, the repeat inside it takes none.
+    let first = append_batch(
+        &pool,
+        org,
+        &[
+            ("message_created", &a),
+            ("message_created", &b),
+            ("message_created", &a),
+        ],
+    )
+    .await
+    .unwrap();
+    let seqs: Vec<(i64, bool)> = first.iter().map(|x| (x.seq, x.fresh)).collect();
+    assert_eq!(seqs, [(1, true), (2, true), (1, false)]);
+    // Stored repeats keep their numbers; the new one continues the sequence.
+    let second = append_batch(
+        &pool,
+        org,
+        &[("message_created", &b), ("message_created", &c)],
+    )
+    .await
+    .unwrap();
+    let seqs: Vec<(i64, bool)> = second.iter().map(|x| (x.seq, x.fresh)).collect();
+    assert_eq!(seqs, [(2, false), (3, true)]);
+    // Only repeats: nothing consumed.
+    append_batch(&pool, org, &[("message_created", &c)])
+        .await
+        .unwrap();
+    assert_eq!(
+        append(&pool, org, "queue_item_created", &a)
+            .await
+            .unwrap()
+            .seq,
+        4
+    );
+    let stored: Vec<i64> =
+        sqlx::query_scalar("SELECT seq FROM events WHERE org_id = $1 ORDER BY seq")
+            .bind(org)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, [1, 2, 3, 4]);
+}
