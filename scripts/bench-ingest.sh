@@ -8,7 +8,8 @@
 #                time, so no coordinated omission)
 #
 # Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
-# Env:   BENCH_SECONDS (20), BENCH_RATES ("1000 2000 4000"), BENCH_CONNS (64),
+# Env:   BENCH_DRAIN=0 skips the drain waits (for pods started with WORKER_CONCURRENCY=0),
+#        BENCH_SECONDS (20), BENCH_RATES ("1000 2000 4000"), BENCH_CONNS (64),
 #        BASELINE_DIR (../shared/bench/node-baseline), SB_SKIP_BUILD=1 to reuse the binary.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
@@ -88,6 +89,9 @@ gen() { python3 scripts/bench/gen-slack.py "$2" "$3" "$1"; }
 psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d switchboard -Atc "$1"; }
 drain() {
   local label=$1 started backlog total
+  # BENCH_DRAIN=0: the pods run without workers (WORKER_CONCURRENCY=0) to measure the
+  # accept path alone; nothing would drain.
+  [ "${BENCH_DRAIN:-1}" = 0 ] && return 0
   started=$(date +%s.%N)
   total=$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")
   while backlog=$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL") && [ "$backlog" -gt 0 ]; do
