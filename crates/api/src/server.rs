@@ -3,7 +3,7 @@
 use crate::auth::JwtKeys;
 use crate::connection_cache::ConnectionCache;
 use crate::lifecycle::Lifecycle;
-use crate::state::AppState;
+use crate::state::{AppState, AppStateInner};
 use secrecy::ExposeSecret;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,8 +13,10 @@ use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
 use switchboard_flows::intake::Intake;
+use switchboard_flows::pressure::AcceptLoad;
 use switchboard_flows::queue::InboundQueue;
 use switchboard_flows::sweeper::{self, SweepConfig};
+use switchboard_flows::upkeep;
 use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenError};
 use switchboard_store::StoreError;
 use switchboard_store::crypto::SecretCipher;
@@ -118,11 +120,12 @@ impl App {
             agent: AgentClient::new(&config, redis.clone()),
             emitter: realtime.emitter(),
             inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
+            load: AcceptLoad::new(config.accept_priority_in_flight),
         };
         let inbound = InboundQueue::new(&redis);
-        let state = AppState {
+        let state = AppState::new(AppStateInner {
             connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
-            intake: Intake::start(db.clone(), inbound.clone()),
+            intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
             inbound,
             flows,
             jwt,
@@ -132,7 +135,7 @@ impl App {
             redis,
             lifecycle,
             realtime,
-        };
+        });
         crate::metrics::install();
         Ok(App { state })
     }
@@ -206,6 +209,7 @@ fn spawn_background(state: &AppState) {
     let token = state.lifecycle.shutdown_token();
     let tracker = state.lifecycle.tasks();
     state.realtime.spawn_background(token.clone(), tracker);
+    upkeep::spawn_promoter(state.inbound.clone(), token.clone(), tracker);
     // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
     if config.worker_concurrency > 0 {
         state.inbound.spawn_workers(

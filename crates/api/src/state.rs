@@ -13,9 +13,27 @@ use switchboard_realtime::Realtime;
 use switchboard_store::PgPool;
 use switchboard_store::crypto::SecretCipher;
 
-/// Cheap to clone: pools and handles are reference-counted.
+/// Cheap to clone (one reference count): every handler's `State` extractor clones it.
+/// Fields are reached through `Deref` to [`AppStateInner`].
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppStateInner>);
+
+impl AppState {
+    /// Wraps the pod's handles.
+    pub fn new(inner: AppStateInner) -> Self {
+        Self(Arc::new(inner))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppStateInner;
+    fn deref(&self) -> &AppStateInner {
+        &self.0
+    }
+}
+
+/// The pools, handles and configuration of one pod.
+pub struct AppStateInner {
     /// Validated configuration.
     pub config: Arc<Config>,
     /// Postgres pool.

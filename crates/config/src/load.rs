@@ -43,6 +43,7 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("log_format", Kind::Verbatim),
     ("pod_id", Kind::Verbatim),
     ("worker_concurrency", Kind::Parsed),
+    ("accept_priority_in_flight", Kind::Parsed),
     ("inbox_grace_secs", Kind::Parsed),
     ("inbox_lease_secs", Kind::Parsed),
     ("inbox_sweep_interval_ms", Kind::Parsed),

@@ -32,3 +32,32 @@ pub async fn release(redis: &Redis, scope: &str) -> Result<(), CoordError> {
         .await?;
     Ok(())
 }
+
+/// Claims many scopes with one pipelined round trip; for each, `true` when it is the first
+/// time it is seen (a scope repeated within `scopes` is claimed by its first occurrence).
+pub async fn claim_many(redis: &Redis, scopes: &[String]) -> Result<Vec<bool>, CoordError> {
+    let mut pipe = redis::pipe();
+    for scope in scopes {
+        pipe.cmd("SET")
+            .arg(redis.key(&format!("dedup:{scope}")))
+            .arg(1)
+            .arg("NX")
+            .arg("EX")
+            .arg(DEDUP_TTL.as_secs());
+    }
+    let set: Vec<Option<String>> = pipe.query_async(&mut redis.conn()).await?;
+    Ok(set.into_iter().map(|s| s.is_some()).collect())
+}
+
+/// Forgets many claims with one round trip (see [`release`]).
+pub async fn release_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
+    if scopes.is_empty() {
+        return Ok(());
+    }
+    let mut del = redis::cmd("DEL");
+    for scope in scopes {
+        del.arg(redis.key(&format!("dedup:{scope}")));
+    }
+    let _: i64 = del.query_async(&mut redis.conn()).await?;
+    Ok(())
+}

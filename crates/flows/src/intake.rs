@@ -1,5 +1,6 @@
-//! The accept path's writer: webhooks that arrive together are committed to the inbox
-//! together (one `INSERT` and one commit per batch) and enqueued with one bulk push.
+//! The accept path's writer: webhooks that arrive together are deduplicated together (one
+//! pipelined Redis round trip of `SET NX`), committed to the inbox together (one `INSERT` and
+//! one commit per batch) and enqueued with one bulk push.
 //!
 //! Each webhook request waits for its own result before answering, so nothing is
 //! acknowledged that is not committed (SPEC §2) and nothing here must survive a restart: a
@@ -8,6 +9,7 @@
 
 use crate::queue::InboundQueue;
 use std::sync::Arc;
+use switchboard_coord::{Redis, dedup};
 use switchboard_store::PgPool;
 use switchboard_store::inbox::{self, NewEvent};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -31,6 +33,7 @@ pub enum IntakeError {
 
 struct Pending {
     event: NewEvent,
+    dedup_scope: String,
     reply: oneshot::Sender<Result<Option<Uuid>, IntakeError>>,
 }
 
@@ -49,26 +52,35 @@ impl std::fmt::Debug for Intake {
 impl Intake {
     /// Starts the writers. They stop when every handle is dropped (after the HTTP server,
     /// whose in-flight requests they serve, has finished).
-    pub fn start(db: PgPool, queue: InboundQueue) -> Self {
+    pub fn start(db: PgPool, redis: Redis, queue: InboundQueue) -> Self {
         let (tx, rx) = mpsc::channel::<Pending>(MAX_BATCH * 8);
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..WRITERS {
-            let (db, queue, rx) = (db.clone(), queue.clone(), rx.clone());
+            let (db, redis, queue, rx) = (db.clone(), redis.clone(), queue.clone(), rx.clone());
             tokio::spawn(async move {
                 while let Some(batch) = next_batch(&rx).await {
-                    write(&db, &queue, batch).await;
+                    write(&db, &redis, &queue, batch).await;
                 }
             });
         }
         Self { tx }
     }
 
-    /// Commits one event; `Ok(None)` when it is a duplicate. Returns once the event is
-    /// committed and (best effort) enqueued.
-    pub async fn submit(&self, event: NewEvent) -> Result<Option<Uuid>, IntakeError> {
+    /// Commits one event; `Ok(None)` when it is a duplicate (of `dedup:{dedup_scope}` in
+    /// Redis, or of a stored event). Returns once the event is committed and (best effort)
+    /// enqueued.
+    pub async fn submit(
+        &self,
+        event: NewEvent,
+        dedup_scope: String,
+    ) -> Result<Option<Uuid>, IntakeError> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Pending { event, reply })
+            .send(Pending {
+                event,
+                dedup_scope,
+                reply,
+            })
             .await
             .map_err(|_| IntakeError::Stopped)?;
         answer.await.map_err(|_| IntakeError::Stopped)?
@@ -89,11 +101,42 @@ async fn next_batch(rx: &Mutex<mpsc::Receiver<Pending>>) -> Option<Vec<Pending>>
     Some(batch)
 }
 
-async fn write(db: &PgPool, queue: &InboundQueue, batch: Vec<Pending>) {
-    let events: Vec<NewEvent> = batch.iter().map(|p| p.event.clone()).collect();
+async fn write(db: &PgPool, redis: &Redis, queue: &InboundQueue, batch: Vec<Pending>) {
+    // 1. The fast filter. Without Redis every event goes on to Postgres, which is the truth.
+    // Each entry: whether it is new, and the Redis claim to undo if the commit fails.
+    let scopes: Vec<String> = batch.iter().map(|p| p.dedup_scope.clone()).collect();
+    let filtered: Vec<(bool, Option<String>)> = match dedup::claim_many(redis, &scopes).await {
+        Ok(fresh) => fresh
+            .into_iter()
+            .zip(scopes)
+            .map(|(fresh, scope)| (fresh, fresh.then_some(scope)))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "dedup filter unavailable; relying on Postgres");
+            scopes.iter().map(|_| (true, None)).collect()
+        }
+    };
+    let mut claimed_scopes = Vec::new();
+    let mut events = Vec::with_capacity(batch.len());
+    let mut replies = Vec::with_capacity(batch.len());
+    for (pending, (fresh, claim)) in batch.into_iter().zip(filtered) {
+        if fresh {
+            claimed_scopes.extend(claim);
+            events.push(pending.event);
+            replies.push(pending.reply);
+        } else {
+            let _ = pending.reply.send(Ok(None));
+        }
+    }
+    if events.is_empty() {
+        return;
+    }
+
+    // 2. One statement, one commit.
     metrics::histogram!("inbox_batch_size").record(events.len() as f64);
     match inbox::insert_batch(db, &events).await {
         Ok(ids) => {
+            // 3. Enqueue after the commit; the sweeper covers a failed push.
             let jobs: Vec<Uuid> = ids
                 .iter()
                 .zip(&events)
@@ -104,15 +147,19 @@ async fn write(db: &PgPool, queue: &InboundQueue, batch: Vec<Pending>) {
                     tracing::warn!(count = jobs.len(), error = %e, "enqueue failed; the inbox sweeper will pick these up");
                 }
             }
-            for (pending, id) in batch.into_iter().zip(ids) {
-                let _ = pending.reply.send(Ok(id));
+            for (reply, id) in replies.into_iter().zip(ids) {
+                let _ = reply.send(Ok(id));
             }
         }
         Err(e) => {
             tracing::error!(error = %e, count = events.len(), "inbox batch insert failed");
+            // Not committed: forget the claims so the providers' retries are not duplicates.
+            if let Err(release) = dedup::release_many(redis, &claimed_scopes).await {
+                tracing::warn!(error = %release, "could not release dedup claims");
+            }
             let message = e.to_string();
-            for pending in batch {
-                let _ = pending.reply.send(Err(IntakeError::Store(message.clone())));
+            for reply in replies {
+                let _ = reply.send(Err(IntakeError::Store(message.clone())));
             }
         }
     }

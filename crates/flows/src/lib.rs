@@ -8,8 +8,10 @@ pub mod agent;
 pub mod emit;
 pub mod inbound;
 pub mod intake;
+pub mod pressure;
 pub mod queue;
 pub mod sweeper;
+pub mod upkeep;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
@@ -28,4 +30,6 @@ pub struct Deps {
     pub emitter: Arc<dyn emit::Emitter>,
     /// How long one job may hold an inbox event.
     pub inbox_lease: std::time::Duration,
+    /// The pod's webhook load, which jobs give way to.
+    pub load: pressure::AcceptLoad,
 }

@@ -9,11 +9,14 @@
 //! - a job held by a dead worker returns only after heartbeat × missed heartbeats: we use
 //!   5 s × 3, and the inbox sweeper is the backstop;
 //! - finished jobs are acknowledged only with `persist_results(true)`, which keeps each job's
-//!   data and result in Redis until vacuumed: the sweeper vacuums once per slot.
+//!   data and result in Redis until vacuumed: the sweeper vacuums once per slot (with our own
+//!   bounded script, see [`crate::upkeep`]);
+//! - every push lands in the scheduled set, and a fetch moves *all* due scheduled jobs with
+//!   one `unpack`, which fails past ~8000 and then kills every worker on every fetch: the
+//!   promoter in [`crate::upkeep`] keeps the scheduled set small.
 
 use crate::{Deps, inbound};
 use apalis::prelude::*;
-use apalis_core::backend::Vacuum;
 use apalis_redis::{Config as QueueConfig, RedisStorage};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -32,6 +35,7 @@ pub struct InboundJob {
 /// The job body: the idempotent F2 flow. An error leaves the event unprocessed in
 /// Postgres, where the sweeper finds it again.
 async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), inbound::JobError> {
+    let _turn = deps.load.admit().await;
     match inbound::process(&deps, job.event_id).await {
         Ok(outcome) => {
             tracing::debug!(event_id = %job.event_id, ?outcome, "inbound job done");
@@ -100,21 +104,9 @@ impl InboundQueue {
             .map_err(|e| e.to_string())
     }
 
-    /// Removes finished jobs' data and results from Redis and forgets the set of done ids
-    /// (nothing reads it; Postgres records what was processed). Returns how many jobs were
-    /// removed.
-    pub async fn vacuum(&self) -> Result<usize, String> {
-        let mut storage = self.storage.clone();
-        let removed = Vacuum::vacuum(&mut storage)
-            .await
-            .map_err(|e| e.to_string())?;
-        let done = storage.get_config().done_jobs_set();
-        let _: i64 = redis::cmd("UNLINK")
-            .arg(done)
-            .query_async(storage.get_connection())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(removed)
+    /// The storage, for the queue's upkeep scripts.
+    pub(crate) fn storage(&self) -> &RedisStorage<InboundJob> {
+        &self.storage
     }
 
     /// Starts the supervised workers on `tracker`; they stop when `token` is cancelled,

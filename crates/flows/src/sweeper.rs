@@ -3,6 +3,7 @@
 //! job Redis lost (crash, failover, flush) is still processed.
 
 use crate::queue::InboundQueue;
+use crate::upkeep;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
 use std::time::Duration;
@@ -12,6 +13,12 @@ use tokio_util::task::TaskTracker;
 
 /// The `cron_runs.job` name.
 pub const JOB: &str = "inbox-sweeper";
+
+/// How long each slot's `cron_runs` record (which pod ran it, what it did) is kept.
+pub const SLOT_HISTORY: Duration = Duration::from_secs(24 * 3600);
+
+/// Events re-enqueued per bulk push.
+const PUSH_CHUNK: usize = 100;
 
 /// Sweeper settings.
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +53,7 @@ pub async fn sweep_once(
     if !inbox::claim_slot(db, JOB, slot, pod_id).await? {
         return Ok(None);
     }
-    let vacuumed = match queue.vacuum().await {
+    let vacuumed = match upkeep::vacuum(queue).await {
         Ok(n) => n,
         Err(e) => {
             tracing::warn!(error = %e, "queue vacuum failed");
@@ -56,12 +63,12 @@ pub async fn sweep_once(
     let stale = inbox::stale_unprocessed(db, config.grace, config.batch).await?;
     let mut pushed = 0;
     let mut failed = 0;
-    for id in &stale {
-        match queue.push(*id).await {
-            Ok(()) => pushed += 1,
+    for chunk in stale.chunks(PUSH_CHUNK) {
+        match queue.push_many(chunk).await {
+            Ok(()) => pushed += chunk.len(),
             Err(e) => {
-                failed += 1;
-                tracing::warn!(event_id = %id, error = %e, "sweeper could not enqueue");
+                failed += chunk.len();
+                tracing::warn!(count = chunk.len(), error = %e, "sweeper could not enqueue");
             }
         }
     }
@@ -77,6 +84,7 @@ pub async fn sweep_once(
         json!({"stale": stale.len(), "pushed": pushed, "failed": failed, "vacuumed": vacuumed}),
     )
     .await?;
+    inbox::prune_slots(db, JOB, SLOT_HISTORY).await?;
     Ok(Some(pushed))
 }
 

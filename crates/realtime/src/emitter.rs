@@ -3,9 +3,12 @@
 //!
 //! `emit` is called by the flows after their transaction commits and must not block, so it
 //! hands the event to one of a few ordered lanes (chosen by org: one org's events keep their
-//! order on this pod) worked by tasks on the pod's `TaskTracker`. If a lane is full or
-//! already closed (shutdown), the event is delivered by a task of its own instead, so
-//! nothing a job emits while the pod drains is dropped. Delivery on the wire is
+//! order on this pod) worked by tasks on the pod's `TaskTracker`. If a lane is full, a task
+//! waits for room in that same lane: an org's events are always stored by its one lane per
+//! pod, so a burst never turns into many transactions queueing on the org's counter lock
+//! (each holding a pooled connection the jobs need). If the lane is already closed
+//! (shutdown), the event is delivered by a task of its own, so nothing a job emits while
+//! the pod drains is dropped. Delivery on the wire is
 //! at-least-once per socket connection and best effort across disconnects; `GET /events`
 //! is how a client fills a gap.
 
@@ -26,7 +29,7 @@ use uuid::Uuid;
 
 /// Lanes per pod: emits of different orgs proceed in parallel up to this many.
 const LANES: usize = 4;
-/// Events waiting per lane before `emit` falls back to a task per event.
+/// Events waiting per lane before `emit` hands the event to a task that waits for room.
 const LANE_DEPTH: usize = 1024;
 /// Most events a lane stores with one transaction.
 const LANE_BATCH: usize = 128;
@@ -217,10 +220,22 @@ impl Emitter for RealtimeEmitter {
             event,
             payload,
         };
-        let pending = match self.lanes.get(lane).map(|tx| tx.try_send(pending)) {
-            Some(Ok(())) => return,
-            Some(Err(TrySendError::Full(p) | TrySendError::Closed(p))) => p,
-            None => return,
+        let Some(tx) = self.lanes.get(lane) else {
+            return;
+        };
+        let pending = match tx.try_send(pending) {
+            Ok(()) => return,
+            Err(TrySendError::Full(p)) => {
+                metrics::counter!("realtime_lane_full_total").increment(1);
+                let (tx, delivery) = (tx.clone(), self.delivery.clone());
+                self.tracker.spawn(async move {
+                    if let Err(closed) = tx.send(p).await {
+                        delivery.deliver(closed.0).await;
+                    }
+                });
+                return;
+            }
+            Err(TrySendError::Closed(p)) => p,
         };
         let delivery = self.delivery.clone();
         self.tracker

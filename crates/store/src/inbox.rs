@@ -93,8 +93,8 @@ pub async fn insert_batch(
 
 /// Takes the event for `lease` if it is unprocessed and nobody holds it (one atomic
 /// transition); `None` when it is processed, held by another worker, or gone.
-pub async fn claim(
-    pool: &PgPool,
+pub async fn claim<'e>(
+    db: impl sqlx::PgExecutor<'e>,
     id: Uuid,
     lease: Duration,
 ) -> Result<Option<InboundEvent>, StoreError> {
@@ -105,7 +105,7 @@ pub async fn claim(
     )
     .bind(id)
     .bind(lease.as_secs_f64())
-    .fetch_optional(pool)
+    .fetch_optional(db)
     .await?)
 }
 
@@ -190,4 +190,17 @@ pub async fn finish_slot(
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// Deletes `job`'s slot records older than `keep`; returns how many went. Each sweep removes
+/// the few slots that aged out since the last one, so `cron_runs` stays small.
+pub async fn prune_slots(pool: &PgPool, job: &str, keep: Duration) -> Result<u64, StoreError> {
+    Ok(sqlx::query(
+        "DELETE FROM cron_runs WHERE job = $1 AND slot < now() - make_interval(secs => $2)",
+    )
+    .bind(job)
+    .bind(keep.as_secs_f64())
+    .execute(pool)
+    .await?
+    .rows_affected())
 }

@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::json;
 use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
-use switchboard_coord::dedup;
 use switchboard_store::inbox::NewEvent;
 use switchboard_store::model::ChannelKind;
 use uuid::Uuid;
@@ -39,6 +38,8 @@ async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
+    // Counted while it is answered: the pod's workers give way while many are.
+    let _in_flight = state.flows.load.enter();
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large()
@@ -80,12 +81,6 @@ async fn receive(
     };
 
     let scope = format!("{channel}:{connection_id}:{}", event.dedup_key);
-    match dedup::claim(&state.redis, &scope).await {
-        Ok(true) => {}
-        Ok(false) => return Ok(duplicate(channel)),
-        Err(e) => tracing::warn!(error = %e, "dedup filter unavailable; relying on Postgres"),
-    }
-
     let has_message = event.message.is_some();
     let payload = json!({
         "message": event.message.map(|m| json!({
@@ -99,23 +94,22 @@ async fn receive(
     });
     let submitted = state
         .intake
-        .submit(NewEvent {
-            org_id: connection.org_id,
-            connection_id,
-            channel,
-            dedup_key: event.dedup_key,
-            payload,
-            processed: !has_message,
-        })
+        .submit(
+            NewEvent {
+                org_id: connection.org_id,
+                connection_id,
+                channel,
+                dedup_key: event.dedup_key,
+                payload,
+                processed: !has_message,
+            },
+            scope,
+        )
         .await;
     let event_id = match submitted {
         Ok(Some(id)) => id,
         Ok(None) => return Ok(duplicate(channel)),
         Err(e) => {
-            // Not committed: forget the claim so the provider's retry is not a "duplicate".
-            if let Err(release) = dedup::release(&state.redis, &scope).await {
-                tracing::warn!(error = %release, "could not release dedup claim");
-            }
             tracing::error!(error = %e, "could not commit inbound event");
             return Err(ApiError::unavailable(
                 "dependency_unavailable",

@@ -113,6 +113,39 @@ async fn redis_flushed_after_50_acks_loses_nothing() {
     assert!(requeued > 0, "the sweeper re-enqueued what the flush lost");
 }
 
+/// The sweeper keeps a day of its own slot records and leaves other jobs' records alone.
+#[tokio::test]
+async fn sweeper_prunes_its_old_slot_records() {
+    let db = TestDb::fresh().await;
+    sqlx::query(
+        "INSERT INTO cron_runs (job, slot, pod_id, status) VALUES
+           ('inbox-sweeper', now() - interval '2 days', 'gone-pod', 'ok'),
+           ('inbox-sweeper', now() - interval '1 hour', 'gone-pod', 'ok'),
+           ('other-job', now() - interval '2 days', 'gone-pod', 'ok')",
+    )
+    .execute(&db.pool().await)
+    .await
+    .unwrap();
+    let agent = agent().await;
+    let _p = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
+    let old = "SELECT count(*) FROM cron_runs WHERE job = 'inbox-sweeper' AND slot < now() - interval '1 day'";
+    let mut left = count(&db, old).await;
+    for _ in 0..100 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = count(&db, old).await;
+    }
+    assert_eq!(left, 0, "two-day-old sweeper slots are pruned");
+    let kept = "SELECT count(*) FROM cron_runs WHERE pod_id = 'gone-pod'";
+    assert_eq!(
+        count(&db, kept).await,
+        2,
+        "recent slots and other jobs stay"
+    );
+}
+
 #[tokio::test]
 async fn agent_503_then_200_gives_one_real_draft() {
     let db = TestDb::fresh().await;
@@ -369,7 +402,18 @@ async fn finished_jobs_leave_nothing_behind_in_redis() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        left = (in_flight, data);
+        // Per-job metadata (`{queue}:meta:{id}`) and the done set go with the data.
+        let meta: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{queue}:meta:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let done: u64 = redis::cmd("SCARD")
+            .arg(format!("{queue}:done"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        left = (in_flight, data + meta.len() as u64 + done);
         if left == (0, 0) {
             break;
         }
@@ -378,6 +422,55 @@ async fn finished_jobs_leave_nothing_behind_in_redis() {
     assert_eq!(
         left,
         (0, 0),
-        "(jobs still in flight, job payloads still stored)"
+        "(jobs still in flight, job payloads/metadata/done ids still stored)"
     );
+}
+
+/// A backlog past Lua's `unpack` limit (~8000 jobs due at once, e.g. left by pods without
+/// workers) is still processed once workers start. Without the promoter, apalis-redis's
+/// fetch fails on every poll and every worker dies in a loop.
+#[tokio::test]
+async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let prefix = random_prefix();
+    let redis = switchboard_coord::Redis::connect_lazy(&redis_url(), &prefix).unwrap();
+    let queue = switchboard_flows::queue::InboundQueue::new(&redis);
+    // Pushed as the accept path pushes (bulk, ≤ 256 a call) while no pod runs: all of it
+    // lands in apalis-redis's scheduled set. The ids are of no stored event, so each job
+    // finds its event missing and finishes at once.
+    let ids: Vec<uuid::Uuid> = (0..9000).map(|_| uuid::Uuid::new_v4()).collect();
+    for chunk in ids.chunks(250) {
+        queue.push_many(chunk).await.unwrap();
+    }
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let key = |k: &str| format!("{prefix}:queue:channel-inbound:{k}");
+    let scheduled: u64 = redis::cmd("ZCARD")
+        .arg(key("scheduled"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(scheduled, 9000, "the backlog waits in the scheduled set");
+
+    let _p = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let mut left = (u64::MAX, u64::MAX);
+    for _ in 0..600 {
+        let scheduled: u64 = redis::cmd("ZCARD")
+            .arg(key("scheduled"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let active: u64 = redis::cmd("LLEN")
+            .arg(key("active"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        left = (scheduled, active);
+        if left == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, (0, 0), "(scheduled, active) jobs left after 60 s");
 }

@@ -1,0 +1,243 @@
+//! The `channel-inbound` job (F2), idempotent end to end.
+
+mod sql;
+
+use crate::Deps;
+use crate::agent::ChatLine;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_store::StoreError;
+use switchboard_store::inbox;
+use uuid::Uuid;
+
+/// Text stored when the agent cannot produce a draft; the item is flagged for review.
+pub const FALLBACK_DRAFT: &str =
+    "Thanks for your message. One of our team will get back to you shortly.";
+
+/// How many entries `agent_context.history_summary` keeps.
+pub const HISTORY_LEN: i64 = 10;
+
+/// The message part of an inbox payload, as the webhook stored it.
+#[derive(Debug, Deserialize)]
+struct StoredMessage {
+    customer_external_id: String,
+    customer_name: Option<String>,
+    text: String,
+    channel_message_id: String,
+    #[serde(default)]
+    reply_to: Value,
+}
+
+/// What one run of the job did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The event no longer exists.
+    Missing,
+    /// An earlier run finished it.
+    AlreadyProcessed,
+    /// Another worker holds its lease right now.
+    HeldElsewhere,
+    /// Nothing to draft (e.g. a bot message); marked processed.
+    NoMessage,
+    /// Processed now; `fallback` when the agent failed.
+    Drafted {
+        /// Whether the stored draft is the fallback text.
+        fallback: bool,
+    },
+}
+
+/// Errors of the job; all of them leave the event unprocessed for a later run.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored payload is not what the webhook writes.
+    #[error("inbox payload is malformed: {0}")]
+    Payload(String),
+}
+
+impl From<sqlx::Error> for JobError {
+    fn from(e: sqlx::Error) -> Self {
+        JobError::Store(StoreError::Sqlx(e))
+    }
+}
+
+/// Runs the job for one inbox event.
+pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
+    let result = run(deps, event_id).await;
+    if let Err(e) = &result {
+        if let Err(record) = inbox::record_failure(&deps.db, event_id, &e.to_string()).await {
+            tracing::warn!(error = %record, "could not record inbound job failure");
+        }
+    }
+    result
+}
+
+async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
+    let started = std::time::Instant::now();
+    // 1. Claim, customer, conversation, message, history and the recent messages for the
+    // agent: one transaction, every statement idempotent. Its commit need not wait for the
+    // disk: if Postgres crashes before flushing it, the event is simply unprocessed and
+    // unclaimed again, and runs anew. Whatever depends on it is durable only after it: the
+    // draft statement and the realtime events commit synchronously later, which flushes the
+    // log up to and including this commit.
+    let mut tx = deps
+        .db
+        .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+        .await?;
+    let Some(event) = inbox::claim(&mut *tx, event_id, deps.inbox_lease).await? else {
+        tx.rollback().await?;
+        return Ok(match inbox::get(&deps.db, event_id).await? {
+            None => Outcome::Missing,
+            Some(e) if e.processed_at.is_some() => Outcome::AlreadyProcessed,
+            Some(_) => Outcome::HeldElsewhere,
+        });
+    };
+    let message = &event.payload["message"];
+    if message.is_null() {
+        mark_processed(&mut *tx, event_id).await?;
+        tx.commit().await?;
+        return Ok(Outcome::NoMessage);
+    }
+    let message: StoredMessage =
+        serde_json::from_value(message.clone()).map_err(|e| JobError::Payload(e.to_string()))?;
+
+    let (conversation_id, inserted): (Uuid, Option<Uuid>) = sqlx::query_as(sql::STORE_MESSAGE)
+        .bind(event.org_id)
+        .bind(event.channel)
+        .bind(&message.customer_external_id)
+        .bind(&message.customer_name)
+        .bind(event.connection_id)
+        .bind(&message.text)
+        .bind(&message.channel_message_id)
+        .bind(&message.reply_to)
+        .fetch_one(&mut *tx)
+        .await?;
+    let (message_id, history) = match inserted {
+        Some(id) => {
+            let entry = json!({"role": "customer", "text": message.text, "message_id": id});
+            let history: Vec<(String, String)> =
+                sqlx::query_as(sql::RECORD_CUSTOMER_MESSAGE.as_str())
+                    .bind(conversation_id)
+                    .bind(entry)
+                    .bind(HISTORY_LEN)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            tx.commit().await?;
+            deps.emitter.emit(
+                event.org_id,
+                "message_created",
+                json!({"conversation_id": conversation_id, "message_id": id}),
+            );
+            (id, history)
+        }
+        None => {
+            // An earlier run stored the message; its draft may be stored too.
+            let (id, drafted): (Uuid, Option<bool>) = sqlx::query_as(sql::EXISTING_MESSAGE)
+                .bind(event.org_id)
+                .bind(event.channel)
+                .bind(&message.channel_message_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            if let Some(fallback) = drafted {
+                mark_processed(&deps.db, event_id).await?;
+                return Ok(Outcome::Drafted { fallback });
+            }
+            let history = sqlx::query_as(sql::RECENT_MESSAGES)
+                .bind(conversation_id)
+                .fetch_all(&deps.db)
+                .await?;
+            (id, history)
+        }
+    };
+    let stored_at = started.elapsed();
+
+    // 2. The draft, stored with the queue item and the event's completion in one statement.
+    let fallback = draft(
+        deps,
+        event_id,
+        event.org_id,
+        conversation_id,
+        message_id,
+        history,
+    )
+    .await?;
+    tracing::debug!(
+        %event_id,
+        stored_ms = stored_at.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "inbound event processed"
+    );
+    Ok(Outcome::Drafted { fallback })
+}
+
+/// Calls the agent with the recent messages and stores the draft with the queue item;
+/// returns whether it fell back.
+async fn draft(
+    deps: &Deps,
+    event_id: Uuid,
+    org_id: Uuid,
+    conversation_id: Uuid,
+    message_id: Uuid,
+    history: Vec<(String, String)>,
+) -> Result<bool, JobError> {
+    let lines: Vec<ChatLine> = history
+        .into_iter()
+        .map(|(role, text)| ChatLine { role, text })
+        .collect();
+    let (body, confidence, cost, fallback) = match deps
+        .agent
+        .draft(org_id, conversation_id, &lines)
+        .await
+    {
+        Ok(d) => (d.reply, d.confidence, d.cost_usd, false),
+        Err(e) => {
+            tracing::warn!(%conversation_id, error = %e, "agent draft failed; storing fallback");
+            (FALLBACK_DRAFT.to_owned(), None, None, true)
+        }
+    };
+
+    let draft_id = Uuid::new_v4();
+    let entry = json!({"role": "agent_draft", "text": body, "draft_id": draft_id});
+    let item: Option<(Uuid, i32, bool)> = sqlx::query_as(sql::STORE_DRAFT.as_str())
+        .bind(draft_id)
+        .bind(org_id)
+        .bind(conversation_id)
+        .bind(message_id)
+        .bind(&body)
+        .bind(confidence)
+        .bind(cost)
+        .bind(fallback)
+        .bind(entry)
+        .bind(HISTORY_LEN)
+        .bind(event_id)
+        .fetch_optional(&deps.db)
+        .await?;
+    // No item: another run stored this message's draft first; its result stands.
+    if let Some((item_id, version, created)) = item {
+        deps.emitter.emit(
+            org_id,
+            if created {
+                "queue_item_created"
+            } else {
+                "queue_item_updated"
+            },
+            json!({"id": item_id, "conversation_id": conversation_id, "version": version,
+                   "flagged_for_review": fallback}),
+        );
+    }
+    Ok(fallback)
+}
+
+async fn mark_processed<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    event_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::MARK_PROCESSED)
+        .bind(event_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
