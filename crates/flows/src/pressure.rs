@@ -2,15 +2,21 @@
 //! gives 3 s, then retries and eventually disables the app); turning it into a draft may
 //! wait, because the event is already committed in the inbox. So when many webhooks are in
 //! flight on a pod, that pod's workers start one job at a time instead of
-//! `WORKER_CONCURRENCY`, and the CPU and connections go to answering. Processing never
-//! stops (one job at a time still runs), so a burst is absorbed by the queue and drained
-//! once it passes.
+//! `WORKER_CONCURRENCY`, and the CPU and connections go to answering. The pod counts as busy
+//! until it has been calm for [`CALM_AFTER`]: without that, workers would switch back to
+//! full concurrency in every lull of a sustained burst, and the jobs started then would slow
+//! the next webhooks down. Processing never stops (one job at a time still runs), so a burst
+//! is absorbed by the queue and drained once it passes.
 //!
 //! The count is of this pod's own requests (like a pool's size, not business state, AA1).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// How long a pod stays busy after its in-flight webhooks last reached the threshold.
+pub const CALM_AFTER: Duration = Duration::from_secs(1);
 
 /// The pod's webhook load; cheap to clone.
 #[derive(Clone, Debug)]
@@ -22,8 +28,18 @@ pub struct AcceptLoad {
 struct Inner {
     in_flight: AtomicUsize,
     busy_at: usize,
+    /// Reference point of `busy_until_ms`.
+    epoch: Instant,
+    /// Milliseconds after `epoch` until which the pod counts as busy.
+    busy_until_ms: AtomicU64,
     /// The one job that may start while the pod is busy.
     busy_lane: Semaphore,
+}
+
+impl Inner {
+    fn millis(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 /// Held while one webhook is answered.
@@ -52,6 +68,8 @@ impl AcceptLoad {
             inner: Arc::new(Inner {
                 in_flight: AtomicUsize::new(0),
                 busy_at,
+                epoch: Instant::now(),
+                busy_until_ms: AtomicU64::new(0),
                 busy_lane: Semaphore::new(1),
             }),
         }
@@ -61,6 +79,10 @@ impl AcceptLoad {
     pub fn enter(&self) -> InFlight {
         let now = self.inner.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         metrics::gauge!("webhooks_in_flight").set(now as f64);
+        if self.inner.busy_at > 0 && now >= self.inner.busy_at {
+            let until = self.inner.millis() + CALM_AFTER.as_millis() as u64;
+            self.inner.busy_until_ms.fetch_max(until, Ordering::Relaxed);
+        }
         InFlight {
             inner: self.inner.clone(),
         }
@@ -71,9 +93,12 @@ impl AcceptLoad {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Whether the pod is busy answering webhooks.
+    /// Whether the pod is busy answering webhooks: at the threshold now, or within
+    /// [`CALM_AFTER`] of it.
     pub fn busy(&self) -> bool {
-        self.inner.busy_at > 0 && self.in_flight() >= self.inner.busy_at
+        self.inner.busy_at > 0
+            && (self.in_flight() >= self.inner.busy_at
+                || self.inner.millis() < self.inner.busy_until_ms.load(Ordering::Relaxed))
     }
 
     /// Waits for a job's turn: at once while the pod is calm, else for the busy lane (one
@@ -109,10 +134,12 @@ mod tests {
         assert!(second.is_err(), "a second job waits while the first runs");
 
         drop(guards);
-        assert!(!load.busy());
+        assert!(load.busy(), "still busy right after the burst");
         drop(first);
+        tokio::time::sleep(CALM_AFTER + Duration::from_millis(50)).await;
+        assert!(!load.busy());
         let after = load.admit().await;
-        assert!(after._lane.is_none(), "the burst is over: no lane needed");
+        assert!(after._lane.is_none(), "calm again: no lane needed");
     }
 
     #[tokio::test]
