@@ -139,8 +139,9 @@ pub struct Config {
     /// Inbox events younger than this are left to the queue; older unprocessed ones are
     /// re-enqueued by the sweeper (`INBOX_GRACE_SECS`).
     pub inbox_grace_secs: u64,
-    /// How long a job holds an inbox event before another may take it over; longer than
-    /// the slowest job (agent timeout × attempts + backoff) (`INBOX_LEASE_SECS`).
+    /// How long a job holds an inbox event before another may take it over; the running job
+    /// renews it every third of this, so it bounds how long the event of a pod that died
+    /// stays held (`INBOX_LEASE_SECS`).
     pub inbox_lease_secs: u64,
     /// Length of one inbox-sweeper slot (`INBOX_SWEEP_INTERVAL_MS`).
     pub inbox_sweep_interval_ms: u64,

@@ -109,6 +109,19 @@ pub async fn claim<'e>(
     .await?)
 }
 
+/// Extends the lease of an event that is still being processed.
+pub async fn renew(pool: &PgPool, id: Uuid, lease: Duration) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
+         WHERE id = $1 AND processed_at IS NULL",
+    )
+    .bind(id)
+    .bind(lease.as_secs_f64())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Loads an event.
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreError> {
     Ok(sqlx::query_as(

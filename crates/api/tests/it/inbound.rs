@@ -2,7 +2,7 @@ use crate::inbound_support::{agent, connections, count, pod, send, wait_for_coun
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_testing::signing;
-use switchboard_testing::{RedisServer, TestDb, random_prefix, redis_url};
+use switchboard_testing::{RedisServer, TestDb, TestPod, random_prefix, redis_url};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -473,4 +473,44 @@ async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(left, (0, 0), "(scheduled, active) jobs left after 60 s");
+}
+
+/// An agent slower than the inbox lease does not get the event handed to a second worker:
+/// the running job renews its lease, so the agent is asked once.
+#[tokio::test]
+async fn a_job_slower_than_its_lease_keeps_its_event() {
+    let db = TestDb::fresh().await;
+    let agent = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(Duration::from_secs(5))
+                .set_body_json(json!({"reply": "slow", "confidence": 0.5, "cost_usd": 0.0})),
+        )
+        .mount(&agent)
+        .await;
+    let uri = agent.uri();
+    let p = TestPod::start_with(&db, &redis_url(), &random_prefix(), move |v| {
+        v.insert("AGENT_URL".into(), uri);
+        // The sweeper looks every 300 ms for events older than 1 s whose lease (2 s) lapsed.
+        v.insert("INBOX_GRACE_SECS".into(), "1".into());
+        v.insert("INBOX_SWEEP_INTERVAL_MS".into(), "300".into());
+        v.insert("INBOX_LEASE_SECS".into(), "2".into());
+    })
+    .await;
+    let (_, conns) = connections(&db, &p).await;
+    let path = format!("/webhooks/telegram/{}", conns[2].1);
+    let (status, body) = send(&p, &path, &signing::telegram("tg-secret", 77, 77, "slow")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        wait_for_count(&db, "SELECT count(*) FROM drafts", 1).await,
+        1
+    );
+    // Long enough for a second run to reach the agent, had the event been handed over.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let asked = agent.received_requests().await.unwrap_or_default().len();
+    assert_eq!(asked, 1, "the agent was asked once");
+    let requeued = count(&db, "SELECT coalesce(sum((detail->>'pushed')::int), 0) FROM cron_runs WHERE job = 'inbox-sweeper'").await;
+    assert_eq!(requeued, 0, "the sweeper never saw the event as abandoned");
 }

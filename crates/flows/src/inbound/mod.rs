@@ -155,15 +155,15 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     let stored_at = started.elapsed();
 
     // 2. The draft, stored with the queue item and the event's completion in one statement.
-    let fallback = draft(
+    let drafting = draft(
         deps,
         event_id,
         event.org_id,
         conversation_id,
         message_id,
         history,
-    )
-    .await?;
+    );
+    let fallback = holding_lease(deps, event_id, drafting).await?;
     tracing::debug!(
         %event_id,
         stored_ms = stored_at.as_millis() as u64,
@@ -171,6 +171,26 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         "inbound event processed"
     );
     Ok(Outcome::Drafted { fallback })
+}
+
+/// Runs `work` (the agent call and what follows) while renewing the event's lease every
+/// third of `INBOX_LEASE_SECS`: a slow agent keeps its event, and the event of a pod that
+/// died is free for the sweeper within one lease.
+async fn holding_lease<T>(deps: &Deps, event_id: Uuid, work: impl Future<Output = T>) -> T {
+    let every = (deps.inbox_lease / 3).max(std::time::Duration::from_millis(100));
+    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = renew.tick() => {
+                if let Err(e) = inbox::renew(&deps.db, event_id, deps.inbox_lease).await {
+                    tracing::warn!(%event_id, error = %e, "could not renew the inbox lease");
+                }
+            }
+        }
+    }
 }
 
 /// Calls the agent with the recent messages and stores the draft with the queue item;
