@@ -66,51 +66,47 @@ return removed
 /// Moves every job that is due from the scheduled set to the active list, in chunks;
 /// returns how many moved.
 pub async fn promote_due(queue: &InboundQueue) -> Result<usize, String> {
-    let mut storage = queue.storage().clone();
-    let config = storage.get_config().clone();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    let conn = storage.get_connection();
-    let mut moved = 0;
-    loop {
-        let n: usize = PROMOTE_SCRIPT
-            .key(config.scheduled_jobs_set())
-            .key(config.active_jobs_list())
-            .key(config.signal_list())
-            .arg(now)
-            .arg(PROMOTE_CHUNK)
-            .invoke_async(conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        moved += n;
-        if n < PROMOTE_CHUNK {
-            return Ok(moved);
-        }
-    }
+    let config = queue.storage().get_config();
+    let mut call = PROMOTE_SCRIPT.prepare_invoke();
+    call.key(config.scheduled_jobs_set())
+        .key(config.active_jobs_list())
+        .key(config.signal_list())
+        .arg(now)
+        .arg(PROMOTE_CHUNK);
+    until_short_chunk(queue, &call, PROMOTE_CHUNK).await
 }
 
 /// Removes finished (done or dead) jobs' data, metadata and results from Redis, in chunks;
 /// returns how many jobs were removed.
 pub async fn vacuum(queue: &InboundQueue) -> Result<usize, String> {
+    let config = queue.storage().get_config();
+    let mut call = VACUUM_SCRIPT.prepare_invoke();
+    call.key(config.job_data_hash())
+        .key(config.job_meta_hash())
+        .key(config.done_jobs_set())
+        .key(config.dead_jobs_set())
+        .arg(VACUUM_CHUNK);
+    until_short_chunk(queue, &call, VACUUM_CHUNK).await
+}
+
+/// Invokes a chunked script until a call handles fewer than `chunk` jobs; returns the total.
+async fn until_short_chunk(
+    queue: &InboundQueue,
+    call: &redis::ScriptInvocation<'_>,
+    chunk: usize,
+) -> Result<usize, String> {
     let mut storage = queue.storage().clone();
-    let config = storage.get_config().clone();
     let conn = storage.get_connection();
-    let mut removed = 0;
+    let mut total = 0;
     loop {
-        let n: usize = VACUUM_SCRIPT
-            .key(config.job_data_hash())
-            .key(config.job_meta_hash())
-            .key(config.done_jobs_set())
-            .key(config.dead_jobs_set())
-            .arg(VACUUM_CHUNK)
-            .invoke_async(conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        removed += n;
-        if n < VACUUM_CHUNK {
-            return Ok(removed);
+        let n: usize = call.invoke_async(conn).await.map_err(|e| e.to_string())?;
+        total += n;
+        if n < chunk {
+            return Ok(total);
         }
     }
 }
