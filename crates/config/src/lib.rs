@@ -133,8 +133,8 @@ pub struct Config {
     pub log_format: Option<LogFormat>,
     /// Jobs one pod runs at once per queue (`WORKER_CONCURRENCY`).
     pub worker_concurrency: usize,
-    /// Webhooks in flight on a pod at which its workers give way to the accept path and
-    /// start one job at a time; 0 never gives way (`ACCEPT_PRIORITY_IN_FLIGHT`).
+    /// Webhooks in flight on a pod at which its jobs give way to the accept path and do their
+    /// database work one at a time; 0 never gives way (`ACCEPT_PRIORITY_IN_FLIGHT`).
     pub accept_priority_in_flight: usize,
     /// Inbox events younger than this are left to the queue; older unprocessed ones are
     /// re-enqueued by the sweeper (`INBOX_GRACE_SECS`).

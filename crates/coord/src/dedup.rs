@@ -8,38 +8,18 @@ use std::time::Duration;
 /// what Redis forgets).
 pub const DEDUP_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// Claims `dedup:{scope}`; `true` when this is the first time it is seen.
-pub async fn claim(redis: &Redis, scope: &str) -> Result<bool, CoordError> {
-    let mut conn = redis.conn();
-    let set: Option<String> = redis::cmd("SET")
-        .arg(redis.key(&format!("dedup:{scope}")))
-        .arg(1)
-        .arg("NX")
-        .arg("EX")
-        .arg(DEDUP_TTL.as_secs())
-        .query_async(&mut conn)
-        .await?;
-    Ok(set.is_some())
+fn key(redis: &Redis, scope: &str) -> String {
+    redis.key(&format!("dedup:{scope}"))
 }
 
-/// Forgets a claim, when the write it guarded did not happen (so the provider's retry is
-/// not mistaken for a duplicate).
-pub async fn release(redis: &Redis, scope: &str) -> Result<(), CoordError> {
-    let mut conn = redis.conn();
-    let _: i64 = redis::cmd("DEL")
-        .arg(redis.key(&format!("dedup:{scope}")))
-        .query_async(&mut conn)
-        .await?;
-    Ok(())
-}
-
-/// Claims many scopes with one pipelined round trip; for each, `true` when it is the first
-/// time it is seen (a scope repeated within `scopes` is claimed by its first occurrence).
+/// Claims `dedup:{scope}` for each scope with one pipelined round trip; for each, `true`
+/// when it is the first time it is seen (a scope repeated within `scopes` is claimed by its
+/// first occurrence).
 pub async fn claim_many(redis: &Redis, scopes: &[String]) -> Result<Vec<bool>, CoordError> {
     let mut pipe = redis::pipe();
     for scope in scopes {
         pipe.cmd("SET")
-            .arg(redis.key(&format!("dedup:{scope}")))
+            .arg(key(redis, scope))
             .arg(1)
             .arg("NX")
             .arg("EX")
@@ -49,14 +29,15 @@ pub async fn claim_many(redis: &Redis, scopes: &[String]) -> Result<Vec<bool>, C
     Ok(set.into_iter().map(|s| s.is_some()).collect())
 }
 
-/// Forgets many claims with one round trip (see [`release`]).
+/// Forgets claims whose write did not happen, with one round trip, so the providers'
+/// retries are not mistaken for duplicates.
 pub async fn release_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
     if scopes.is_empty() {
         return Ok(());
     }
     let mut del = redis::cmd("DEL");
     for scope in scopes {
-        del.arg(redis.key(&format!("dedup:{scope}")));
+        del.arg(key(redis, scope));
     }
     let _: i64 = del.query_async(&mut redis.conn()).await?;
     Ok(())

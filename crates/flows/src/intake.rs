@@ -102,31 +102,36 @@ async fn next_batch(rx: &Mutex<mpsc::Receiver<Pending>>) -> Option<Vec<Pending>>
 }
 
 async fn write(db: &PgPool, redis: &Redis, queue: &InboundQueue, batch: Vec<Pending>) {
-    // 1. The fast filter. Without Redis every event goes on to Postgres, which is the truth.
-    // Each entry: whether it is new, and the Redis claim to undo if the commit fails.
-    let scopes: Vec<String> = batch.iter().map(|p| p.dedup_scope.clone()).collect();
-    let filtered: Vec<(bool, Option<String>)> = match dedup::claim_many(redis, &scopes).await {
-        Ok(fresh) => fresh
-            .into_iter()
-            .zip(scopes)
-            .map(|(fresh, scope)| (fresh, fresh.then_some(scope)))
-            .collect(),
+    // 1. The fast filter. Without Redis every event goes on to Postgres, which is the truth
+    // (and there is no claim to undo if the commit fails).
+    let mut scopes = Vec::with_capacity(batch.len());
+    let mut pending = Vec::with_capacity(batch.len());
+    for p in batch {
+        scopes.push(p.dedup_scope);
+        pending.push((p.event, p.reply));
+    }
+    // Per event: Some(new?) as Redis answered, or None when it could not be asked.
+    let fresh: Vec<Option<bool>> = match dedup::claim_many(redis, &scopes).await {
+        Ok(fresh) => fresh.into_iter().map(Some).collect(),
         Err(e) => {
             tracing::warn!(error = %e, "dedup filter unavailable; relying on Postgres");
-            scopes.iter().map(|_| (true, None)).collect()
+            vec![None; scopes.len()]
         }
     };
     let mut claimed_scopes = Vec::new();
-    let mut events = Vec::with_capacity(batch.len());
-    let mut replies = Vec::with_capacity(batch.len());
-    for (pending, (fresh, claim)) in batch.into_iter().zip(filtered) {
-        if fresh {
-            claimed_scopes.extend(claim);
-            events.push(pending.event);
-            replies.push(pending.reply);
-        } else {
-            let _ = pending.reply.send(Ok(None));
+    let mut events = Vec::with_capacity(pending.len());
+    let mut replies = Vec::with_capacity(pending.len());
+    for (((event, reply), scope), fresh) in pending.into_iter().zip(scopes).zip(fresh) {
+        match fresh {
+            Some(false) => {
+                let _ = reply.send(Ok(None));
+                continue;
+            }
+            Some(true) => claimed_scopes.push(scope),
+            None => {}
         }
+        events.push(event);
+        replies.push(reply);
     }
     if events.is_empty() {
         return;

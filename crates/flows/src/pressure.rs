@@ -1,11 +1,12 @@
 //! Accept-path priority. A webhook must be answered within the provider's timeout (Slack
 //! gives 3 s, then retries and eventually disables the app); turning it into a draft may
 //! wait, because the event is already committed in the inbox. So when many webhooks are in
-//! flight on a pod, that pod's workers start one job at a time instead of
-//! `WORKER_CONCURRENCY`, and the CPU and connections go to answering. The pod counts as busy
+//! flight on a pod, its jobs do their database work one at a time instead of up to
+//! `WORKER_CONCURRENCY` at once, and the CPU and connections go to answering. A job waiting
+//! for the agent holds no turn, so a slow agent never stalls the pod's processing. The pod counts as busy
 //! until it has been calm for [`CALM_AFTER`]: without that, workers would switch back to
 //! full concurrency in every lull of a sustained burst, and the jobs started then would slow
-//! the next webhooks down. Processing never stops (one job at a time still runs), so a burst
+//! the next webhooks down. Processing never stops (one job's database work at a time still runs), so a burst
 //! is absorbed by the queue and drained once it passes.
 //!
 //! The count is of this pod's own requests (like a pool's size, not business state, AA1).

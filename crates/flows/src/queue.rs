@@ -35,7 +35,6 @@ pub struct InboundJob {
 /// The job body: the idempotent F2 flow. An error leaves the event unprocessed in
 /// Postgres, where the sweeper finds it again.
 async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), inbound::JobError> {
-    let _turn = deps.load.admit().await;
     match inbound::process(&deps, job.event_id).await {
         Ok(outcome) => {
             tracing::debug!(event_id = %job.event_id, ?outcome, "inbound job done");
@@ -79,15 +78,6 @@ impl InboundQueue {
         Self {
             storage: RedisStorage::new(redis.conn()).with_config(config),
         }
-    }
-
-    /// Enqueues one event.
-    pub async fn push(&self, event_id: Uuid) -> Result<(), String> {
-        let mut storage = self.storage.clone();
-        storage
-            .push(InboundJob { event_id })
-            .await
-            .map_err(|e| e.to_string())
     }
 
     /// Enqueues many events with one bulk push.

@@ -76,6 +76,9 @@ pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
 
 async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     let started = std::time::Instant::now();
+    // Database work gives way to the webhooks while the pod is busy; waiting for the agent
+    // does not hold a turn (see `pressure`).
+    let turn = deps.load.admit().await;
     // 1. Claim, customer, conversation, message, history and the recent messages for the
     // agent: one transaction, every statement idempotent. Its commit need not wait for the
     // disk: if Postgres crashes before flushing it, the event is simply unprocessed and
@@ -155,6 +158,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     let stored_at = started.elapsed();
 
     // 2. The draft, stored with the queue item and the event's completion in one statement.
+    drop(turn);
     let drafting = draft(
         deps,
         event_id,
@@ -219,6 +223,7 @@ async fn draft(
         }
     };
 
+    let _turn = deps.load.admit().await;
     let draft_id = Uuid::new_v4();
     let entry = json!({"role": "agent_draft", "text": body, "draft_id": draft_id});
     let item: Option<(Uuid, i32, bool)> = sqlx::query_as(sql::STORE_DRAFT.as_str())
