@@ -7,6 +7,7 @@
 //! resets the counter, a failure re-opens at once because the counter is still high.
 
 use crate::{CoordError, Redis};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// Breaker settings.
@@ -47,7 +48,7 @@ pub struct FailureOutcome {
     pub opened: bool,
 }
 
-const FAILURE: &str = r"
+const FAILURE_SRC: &str = r"
 local n = redis.call('INCR', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 local opened = 0
@@ -56,6 +57,9 @@ if n >= tonumber(ARGV[2]) then
 end
 return {n, opened}
 ";
+
+/// The failure script, hashed once (its SHA is what `EVALSHA` sends).
+static FAILURE: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(FAILURE_SRC));
 
 impl Breaker {
     /// A breaker called `name` (e.g. `agent`, `channel:slack`).
@@ -88,7 +92,7 @@ impl Breaker {
     /// Records a failed call.
     pub async fn record_failure(&self) -> Result<FailureOutcome, CoordError> {
         let mut conn = self.redis.conn();
-        let (failures, opened): (u32, u32) = redis::Script::new(FAILURE)
+        let (failures, opened): (u32, u32) = FAILURE
             .key(self.failures_key())
             .key(self.open_key())
             .arg(millis(self.config.window))

@@ -2,6 +2,7 @@
 //! by the Redis server's clock (so pod clock skew does not matter).
 
 use crate::{CoordError, Redis};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// The outcome of one counted hit.
@@ -15,13 +16,16 @@ pub struct Decision {
     pub reset_after: Duration,
 }
 
-const SCRIPT: &str = r"
+const SCRIPT_SRC: &str = r"
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {n, ttl}
 ";
+
+/// The script, hashed once (its SHA is what `EVALSHA` sends).
+static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SCRIPT_SRC));
 
 /// Counts one hit against `limit` per `window` under `limit:{name}`.
 pub async fn hit(
@@ -32,7 +36,7 @@ pub async fn hit(
 ) -> Result<Decision, CoordError> {
     let mut conn = redis.conn();
     let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1);
-    let (count, ttl_ms): (u64, i64) = redis::Script::new(SCRIPT)
+    let (count, ttl_ms): (u64, i64) = SCRIPT
         .key(redis.key(&format!("limit:{name}")))
         .arg(window_ms)
         .invoke_async(&mut conn)
