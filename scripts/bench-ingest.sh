@@ -6,6 +6,9 @@
 #   closed loop  wrk -t2 -c64 (max throughput; every request a new event id)
 #   open loop    scripts/bench/openloop.py at fixed rates (latency from the scheduled send
 #                time, so no coordinated omission)
+#   CPU          pidstat during each closed loop: CPU per command, and CPU-microseconds per
+#                request of the service's own processes (pods + Postgres + Redis; Node +
+#                Redis) and of the rig (HAProxy + wrk), which share the same two cores
 #
 # Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
 # Env:   BENCH_DRAIN=0 skips the drain waits (for pods started with WORKER_CONCURRENCY=0),
@@ -28,10 +31,11 @@ OUT="$BENCH/results.jsonl"
 
 command -v wrk >/dev/null || sb_missing=1
 command -v node >/dev/null || sb_missing=1
+command -v pidstat >/dev/null || sb_missing=1
 if [ -n "${sb_missing:-}" ]; then
   sudo=""
   is_root || sudo=sudo
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nodejs npm >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nodejs npm sysstat >/dev/null
 fi
 
 scripts/dev-up.sh >/dev/null
@@ -102,20 +106,42 @@ drain() {
 secret_of() { if [ "$1" = switchboard ]; then echo "$SB_SECRET"; else echo test-signing-secret; fi; }
 url_of() { if [ "$1" = switchboard ]; then echo "$SB_URL"; else echo "$NODE_URL"; fi; }
 
+# Per-command CPU (% of one core, summed over processes) averaged over N seconds.
+cpu_sample() {
+  LC_ALL=C pidstat -u "$1" 1 | awk '/^Average/ && $NF != "Command" { cpu[$NF] += $(NF-2) }
+    END { for (c in cpu) printf "%s %.1f\n", c, cpu[c] }'
+}
+
 closed_loop() {
-  local name=$1 file="$BENCH/$1-closed.tsv" report
+  local name=$1 file="$BENCH/$1-closed.tsv" cpu="$BENCH/$1-closed-cpu.txt" report sampler
   gen "$(secret_of "$name")" 150000 "$file"
+  # CPU is sampled in the middle of the run (after 3 s of warm-up, ending 2 s early).
+  (sleep 3 && cpu_sample "$((SECONDS_EACH - 5))" >"$cpu") &
+  sampler=$!
   report=$(wrk -t2 -c"$CONNS" -d"${SECONDS_EACH}s" -s "$LUA" --latency "$(url_of "$name")" -- 2 "$file")
-  python3 - "$name" "$report" >>"$OUT" <<'PY'
+  wait "$sampler" || : >"$cpu"
+  python3 - "$name" "$report" "$cpu" >>"$OUT" <<'PY'
 import json, re, sys
-name, r = sys.argv[1], sys.argv[2]
+name, r, cpu_file = sys.argv[1], sys.argv[2], sys.argv[3]
 def ms(label):
     m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)", r, re.M)
     return None if not m else round(float(m[1]) * {"us": 0.001, "ms": 1, "s": 1000}[m[2]], 2)
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", r)[1])
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", r)
+cpu = {}
+for line in open(cpu_file):
+    command, pct = line.split()
+    cpu[command] = float(pct)
+# The processes that serve the webhook (the service), and the rest of the test rig.
+service = {"switchboard": ["switchboard", "postgres", "redis-server"],
+           "node": ["node", "redis-server"]}[name]
+def us_per_req(commands):
+    return round(sum(cpu.get(c, 0.0) for c in commands) / 100 * 1e6 / rps, 1) if rps else None
 print(json.dumps({"target": name, "mode": "closed", "rps": rps, "p50_ms": ms(50), "p99_ms": ms(99),
-                  "non_2xx": int(non2xx[1]) if non2xx else 0}))
+                  "non_2xx": int(non2xx[1]) if non2xx else 0,
+                  "cpu_pct": {c: cpu.get(c, 0.0) for c in service + ["haproxy", "wrk"]},
+                  "service_cpu_us_per_req": us_per_req(service),
+                  "rig_cpu_us_per_req": us_per_req(["haproxy", "wrk"])}))
 PY
 }
 

@@ -17,6 +17,7 @@ pub use error::StoreError;
 pub use sqlx::PgPool;
 
 use secrecy::ExposeSecret;
+use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
@@ -24,6 +25,9 @@ use switchboard_config::Config;
 
 /// The embedded migrations from the workspace's `migrations/` folder.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// A pooled connection idle at least this long is pinged before it is handed out.
+pub const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
 /// Opens the pod's pool lazily: the pool connects on first use, so a pod can start (and
 /// answer `/health`) while Postgres is briefly away, and `/ready` reports it.
@@ -36,6 +40,18 @@ pub fn connect_lazy(config: &Config) -> Result<PgPool, StoreError> {
         .min_connections(0)
         .acquire_timeout(Duration::from_secs(5))
         .idle_timeout(Duration::from_secs(300))
+        // sqlx pings every connection it hands out: a round trip (and a Postgres wake-up)
+        // before every statement. A connection in steady use has just proven itself; only
+        // one that sat idle (Postgres may have restarted meanwhile) is checked first.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= IDLE_CHECK_AFTER {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_lazy_with(options))
 }
 

@@ -26,6 +26,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The whole HTTP application for one pod.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.body_limit_bytes;
+    let sentry = state.config.sentry_dsn.is_some();
     // Socket.IO answers `/socket.io/*` before routing; it sits outside the per-route
     // metrics (sockets have their own) but inside tracing, request ids and panic capture.
     let sockets = state.realtime.layer();
@@ -57,8 +58,13 @@ pub fn router(state: AppState) -> Router {
                     tracing::info_span!("http", method = %req.method(), uri = %req.uri().path(), request_id = %id)
                 }))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-                .layer(sentry_tower::NewSentryLayer::<Request<axum::body::Body>>::new_from_top())
-                .layer(sentry_tower::SentryHttpLayer::new())
+                // Sentry's per-request hub and request context (a copy of every header) only
+                // when Sentry is on: without a DSN nothing would ever read them.
+                .option_layer(sentry.then(|| {
+                    ServiceBuilder::new()
+                        .layer(sentry_tower::NewSentryLayer::<Request<axum::body::Body>>::new_from_top())
+                        .layer(sentry_tower::SentryHttpLayer::new())
+                }))
                 .layer(CatchPanicLayer::custom(panic_response)),
         )
         .with_state(state)

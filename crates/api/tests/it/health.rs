@@ -90,3 +90,32 @@ async fn ready_is_503_while_draining_then_the_listener_closes() {
     let fresh = switchboard_testing::http();
     assert!(fresh.get(url).send().await.is_err(), "listener is closed");
 }
+
+#[tokio::test]
+async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
+    let (pod, db) = TestPod::single().await;
+    let ready = || async {
+        let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(ready().await.0, 200, "the pool holds a live connection");
+
+    // Postgres restarts or an operator terminates the pod's sessions while they sit idle.
+    tokio::time::sleep(switchboard_store::IDLE_CHECK_AFTER + Duration::from_millis(300)).await;
+    let admin = db.pool().await;
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'switchboard') t",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert!(killed >= 1, "the pod had pooled sessions");
+
+    let (status, body) = ready().await;
+    assert_eq!(
+        status, 200,
+        "the dead session is checked and replaced: {body}"
+    );
+    assert_eq!(body["checks"]["postgres"]["ok"], true, "{body}");
+}
