@@ -12,6 +12,7 @@ use switchboard_config::{AppEnv, Config, Violation};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
+use switchboard_flows::email_body::EmailBodies;
 use switchboard_flows::intake::Intake;
 use switchboard_flows::pressure::AcceptLoad;
 use switchboard_flows::queue::InboundQueue;
@@ -121,6 +122,7 @@ impl App {
             emitter: realtime.emitter(),
             inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
             load: AcceptLoad::new(config.accept_priority_in_flight),
+            email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
         };
         let inbound = InboundQueue::new(&redis);
         let state = AppState::new(AppStateInner {

@@ -4,6 +4,8 @@
 
 mod text;
 
+pub use text::html_to_text;
+
 use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};

@@ -61,7 +61,7 @@ pub struct InboundMessage {
     /// A display name when the provider sends one.
     pub customer_name: Option<String>,
     /// The message text. For email this may be empty: Resend's webhook carries metadata only,
-    /// and the body must then be fetched by `payload.data.email_id`.
+    /// and the inbound job fetches the body by `payload.data.email_id`.
     pub text: String,
     /// Unique per message within the connection: Slack `{channel}:{ts}` (`ts` alone is only
     /// unique within one Slack channel), Twilio `MessageSid`, Telegram

@@ -5,6 +5,7 @@
 //! can run any number of times (at-least-once delivery, exactly-once effects).
 
 pub mod agent;
+pub mod email_body;
 pub mod emit;
 pub mod inbound;
 pub mod intake;
@@ -32,4 +33,6 @@ pub struct Deps {
     pub inbox_lease: std::time::Duration,
     /// The pod's webhook load, which jobs give way to.
     pub load: pressure::AcceptLoad,
+    /// Resend email bodies, which its webhooks leave out.
+    pub email_bodies: email_body::EmailBodies,
 }

@@ -22,8 +22,24 @@ pub async fn agent() -> MockServer {
 
 /// A pod wired to `agent` with a fast inbox sweeper.
 pub async fn pod(db: &TestDb, redis_url: &str, prefix: &str, agent: &str) -> TestPod {
+    pod_with(db, redis_url, prefix, agent, &[]).await
+}
+
+/// [`pod`] with more settings.
+pub async fn pod_with(
+    db: &TestDb,
+    redis_url: &str,
+    prefix: &str,
+    agent: &str,
+    extra: &[(&str, &str)],
+) -> TestPod {
     let agent = agent.to_owned();
+    let extra: Vec<(String, String)> = extra
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     TestPod::start_with(db, redis_url, prefix, move |v| {
+        v.extend(extra);
         v.insert("AGENT_URL".into(), agent);
         v.insert("INBOX_GRACE_SECS".into(), "1".into());
         v.insert("INBOX_SWEEP_INTERVAL_MS".into(), "300".into());

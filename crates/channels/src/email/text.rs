@@ -43,7 +43,7 @@ const BREAKS: &[&str] = &[
 
 /// A crude HTML-to-text pass for bodies that come without a text part: drops tags and
 /// `<script>`/`<style>` contents, breaks lines at block tags, decodes common entities.
-pub(crate) fn html_to_text(html: &str) -> String {
+pub fn html_to_text(html: &str) -> String {
     let mut out = String::with_capacity(html.len());
     let mut rest = html;
     while let Some(open) = rest.find('<') {

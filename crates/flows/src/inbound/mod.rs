@@ -4,10 +4,12 @@ mod sql;
 
 use crate::Deps;
 use crate::agent::ChatLine;
+use crate::email_body::FetchError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_store::StoreError;
 use switchboard_store::inbox;
+use switchboard_store::model::ChannelKind;
 use uuid::Uuid;
 
 /// Text stored when the agent cannot produce a draft; the item is flagged for review.
@@ -55,6 +57,9 @@ pub enum JobError {
     /// The stored payload is not what the webhook writes.
     #[error("inbox payload is malformed: {0}")]
     Payload(String),
+    /// The email's body could not be fetched from Resend yet.
+    #[error("could not fetch the email body: {0}")]
+    EmailBody(String),
 }
 
 impl From<sqlx::Error> for JobError {
@@ -78,7 +83,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     let started = std::time::Instant::now();
     // Database work gives way to the webhooks while the pod is busy; waiting for the agent
     // does not hold a turn (see `pressure`).
-    let turn = deps.load.admit().await;
+    let mut turn = deps.load.admit().await;
     // 1. Claim, customer, conversation, message, history and the recent messages for the
     // agent: one transaction, every statement idempotent. Its commit need not wait for the
     // disk: if Postgres crashes before flushing it, the event is simply unprocessed and
@@ -103,8 +108,21 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         tx.commit().await?;
         return Ok(Outcome::NoMessage);
     }
-    let message: StoredMessage =
+    let mut message: StoredMessage =
         serde_json::from_value(message.clone()).map_err(|e| JobError::Payload(e.to_string()))?;
+    if let Some(email_id) = body_to_fetch(&event, &message) {
+        // Resend's webhook has no body. The committed claim holds the event while the body
+        // is fetched, with no transaction open and no turn held meanwhile.
+        tx.commit().await?;
+        drop(turn);
+        let fetching = email_text(deps, event.connection_id, &email_id);
+        message.text = holding_lease(deps, event_id, fetching).await?;
+        turn = deps.load.admit().await;
+        tx = deps
+            .db
+            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+            .await?;
+    }
 
     let (conversation_id, inserted): (Uuid, Option<Uuid>) = sqlx::query_as(sql::STORE_MESSAGE)
         .bind(event.org_id)
@@ -175,6 +193,37 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         "inbound event processed"
     );
     Ok(Outcome::Drafted { fallback })
+}
+
+/// The Resend email id whose body the message still needs, if any.
+fn body_to_fetch(event: &inbox::InboundEvent, message: &StoredMessage) -> Option<String> {
+    if event.channel != ChannelKind::Email || !message.text.trim().is_empty() {
+        return None;
+    }
+    event.payload["raw"]["data"]["email_id"]
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+/// The body of a received email. Resend being away is retried (the event stays
+/// unprocessed); a refusal that no retry can fix stores the message with a note instead, so
+/// the customer's email still reaches an expert.
+async fn email_text(deps: &Deps, connection_id: Uuid, email_id: &str) -> Result<String, JobError> {
+    match deps
+        .email_bodies
+        .fetch(&deps.db, connection_id, email_id)
+        .await
+    {
+        Ok(text) => Ok(text),
+        Err(FetchError::Refused(reason)) => {
+            tracing::warn!(%email_id, %reason, "email body unavailable; storing the message without it");
+            Ok(format!(
+                "(The body of this email could not be retrieved: {reason}. Resend email id: {email_id}.)"
+            ))
+        }
+        Err(e) => Err(JobError::EmailBody(e.to_string())),
+    }
 }
 
 /// Runs `work` (the agent call and what follows) while renewing the event's lease every

@@ -1,0 +1,117 @@
+//! Resend's `email.received` webhook carries an email's metadata only, not its body. The
+//! inbound job fetches the body from Resend's Received emails API
+//! (`GET {RESEND_API_BASE}/emails/receiving/{email_id}`, the connection's API key as bearer)
+//! before it stores the message.
+
+use serde::Deserialize;
+use std::time::Duration;
+use switchboard_store::crypto::SecretCipher;
+use switchboard_store::{PgPool, StoreError, connections};
+use url::Url;
+use uuid::Uuid;
+
+/// How long one fetch may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Fetches received emails' bodies from Resend; cheap to clone.
+#[derive(Clone)]
+pub struct EmailBodies {
+    http: reqwest::Client,
+    base: Url,
+    cipher: SecretCipher,
+}
+
+impl std::fmt::Debug for EmailBodies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmailBodies")
+            .field("base", &self.base.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a body could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// Worth retrying later: a network error, a timeout, 429 or 5xx.
+    #[error("Resend is unavailable: {0}")]
+    Unavailable(String),
+    /// Retrying will not help: Resend refused (unknown email, revoked key) or the
+    /// connection is gone.
+    #[error("{0}")]
+    Refused(String),
+    /// Reading the connection's secrets failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The part of Resend's received email this needs.
+#[derive(Debug, Deserialize)]
+struct ReceivedEmail {
+    text: Option<String>,
+    html: Option<String>,
+}
+
+impl EmailBodies {
+    /// A fetcher against `base` (`RESEND_API_BASE`), decrypting connection secrets with
+    /// `cipher`.
+    pub fn new(base: Url, cipher: SecretCipher) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        Self { http, base, cipher }
+    }
+
+    /// The plain-text body of received email `email_id` of connection `connection_id`: its
+    /// text part, else its HTML part as text, else empty.
+    pub async fn fetch(
+        &self,
+        db: &PgPool,
+        connection_id: Uuid,
+        email_id: &str,
+    ) -> Result<String, FetchError> {
+        let Some((_, secrets)) =
+            connections::get_with_secrets(db, &self.cipher, connection_id).await?
+        else {
+            return Err(FetchError::Refused(
+                "the email connection was deleted".into(),
+            ));
+        };
+        let Some(api_key) = secrets["api_key"].as_str() else {
+            return Err(FetchError::Refused(
+                "the email connection has no api_key".into(),
+            ));
+        };
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| FetchError::Refused("RESEND_API_BASE cannot take a path".into()))?
+            .pop_if_empty()
+            .extend(["emails", "receiving", email_id]);
+        let response = self
+            .http
+            .get(url)
+            .bearer_auth(api_key)
+            .send()
+            .await
+            .map_err(|e| FetchError::Unavailable(e.without_url().to_string()))?;
+        let status = response.status();
+        if status.as_u16() == 429 || status.is_server_error() {
+            return Err(FetchError::Unavailable(format!("HTTP {}", status.as_u16())));
+        }
+        if !status.is_success() {
+            return Err(FetchError::Refused(format!(
+                "Resend answered HTTP {}",
+                status.as_u16()
+            )));
+        }
+        let email: ReceivedEmail = response
+            .json()
+            .await
+            .map_err(|e| FetchError::Unavailable(format!("unreadable answer: {e}")))?;
+        Ok(match (email.text, email.html) {
+            (Some(text), _) if !text.trim().is_empty() => text,
+            (_, Some(html)) => switchboard_channels::email::html_to_text(&html),
+            _ => String::new(),
+        })
+    }
+}
