@@ -98,16 +98,18 @@ pub async fn claim<'e>(
     id: Uuid,
     lease: Duration,
 ) -> Result<Option<InboundEvent>, StoreError> {
-    Ok(sqlx::query_as(
-        "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
-         WHERE id = $1 AND processed_at IS NULL AND (locked_until IS NULL OR locked_until < now())
-         RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at",
-    )
-    .bind(id)
-    .bind(lease.as_secs_f64())
-    .fetch_optional(db)
-    .await?)
+    Ok(sqlx::query_as(CLAIM)
+        .bind(id)
+        .bind(lease.as_secs_f64())
+        .fetch_optional(db)
+        .await?)
 }
+
+/// The claim statement (`$1` event id, `$2` lease seconds); public so tests can check its
+/// plan.
+pub const CLAIM: &str = "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
+     WHERE id = $1 AND processed_at IS NULL AND (locked_until IS NULL OR locked_until < now())
+     RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at";
 
 /// Extends the lease of an event that is still being processed.
 pub async fn renew(pool: &PgPool, id: Uuid, lease: Duration) -> Result<(), StoreError> {

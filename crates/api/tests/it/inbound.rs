@@ -454,25 +454,73 @@ async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
     assert_eq!(scheduled, 9000, "the backlog waits in the scheduled set");
 
     let _p = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-    let mut left = (u64::MAX, u64::MAX);
+    let mut left = (u64::MAX, u64::MAX, u64::MAX);
     for _ in 0..600 {
-        let scheduled: u64 = redis::cmd("ZCARD")
-            .arg(key("scheduled"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let active: u64 = redis::cmd("LLEN")
-            .arg(key("active"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        left = (scheduled, active);
-        if left == (0, 0) {
+        left = queue_lengths(&mut conn, &prefix).await;
+        if left == (0, 0, 0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(left, (0, 0), "(scheduled, active) jobs left after 60 s");
+    assert_eq!(
+        left,
+        (0, 0, 0),
+        "(scheduled, parked, active) jobs left after 60 s"
+    );
+}
+
+/// `(scheduled, parked, active)` job counts of the `channel-inbound` queue under `prefix`.
+async fn queue_lengths(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+) -> (u64, u64, u64) {
+    let key = |k: &str| format!("{prefix}:queue:channel-inbound:{k}");
+    redis::pipe()
+        .cmd("ZCARD")
+        .arg(key("scheduled"))
+        .cmd("ZCARD")
+        .arg(key("scheduled:parked"))
+        .cmd("LLEN")
+        .arg(key("active"))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A backlog waits in the parked set, not in apalis-redis's active list, whose every
+/// lease scans it: the active list holds at most `ACTIVE_TARGET` jobs.
+#[tokio::test]
+async fn a_backlog_waits_parked_and_the_active_list_stays_short() {
+    use switchboard_flows::upkeep::ACTIVE_TARGET;
+    let db = TestDb::fresh().await;
+    let prefix = random_prefix();
+    let redis = switchboard_coord::Redis::connect_lazy(&redis_url(), &prefix).unwrap();
+    let queue = switchboard_flows::queue::InboundQueue::new(&redis);
+    let ids: Vec<uuid::Uuid> = (0..3000).map(|_| uuid::Uuid::new_v4()).collect();
+    for chunk in ids.chunks(250) {
+        queue.push_many(chunk).await.unwrap();
+    }
+    // A pod without workers still runs the promoter; nothing takes jobs away meanwhile.
+    let _p = TestPod::start_with(&db, &redis_url(), &prefix, |v| {
+        v.insert("WORKER_CONCURRENCY".into(), "0".into());
+    })
+    .await;
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let target = ACTIVE_TARGET as u64;
+    let mut lengths = (u64::MAX, u64::MAX, u64::MAX);
+    for _ in 0..100 {
+        lengths = queue_lengths(&mut conn, &prefix).await;
+        if lengths.0 == 0 && lengths.2 == target {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        lengths,
+        (0, 3000 - target, target),
+        "(scheduled, parked, active)"
+    );
 }
 
 /// An agent slower than the inbox lease does not get the event handed to a second worker:
@@ -652,4 +700,44 @@ async fn an_email_webhook_without_its_body_gets_it_from_resend() {
         "one fetch each, two for em_busy: {fetched:?}"
     );
     assert!(!fetched.iter().any(|p| p.contains("em_inline")));
+}
+
+/// Statistics lag a burst: the planner must still claim an event through the primary key,
+/// never by scanning the sweeper's index of every unprocessed event.
+#[tokio::test]
+async fn a_claim_uses_the_primary_key_while_statistics_lag_a_backlog() {
+    let db = TestDb::fresh().await;
+    let p = TestPod::start(&db, &random_prefix()).await;
+    let (org, conns) = connections(&db, &p).await;
+    let slack: uuid::Uuid = conns[0].1.parse().unwrap();
+    let pool = db.pool().await;
+    // Vacuumed while everything was processed (the sweeper's index empty), then a backlog
+    // arrives before autovacuum looks again.
+    let insert = |processed: bool, from: i32| {
+        sqlx::query(
+            "INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload,
+                                         processed_at)
+             SELECT $1, $2, 'slack', 'ev-' || i, '{}', CASE WHEN $3 THEN now() END
+             FROM generate_series($4, $4 + 19999) i",
+        )
+        .bind(org)
+        .bind(slack)
+        .bind(processed)
+        .bind(from)
+    };
+    insert(true, 0).execute(&pool).await.unwrap();
+    sqlx::query("VACUUM ANALYZE inbound_events")
+        .execute(&pool)
+        .await
+        .unwrap();
+    insert(false, 20000).execute(&pool).await.unwrap();
+    let plan: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN {}", switchboard_store::inbox::CLAIM))
+            .bind(uuid::Uuid::new_v4())
+            .bind(30.0_f64)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("inbound_events_pkey"), "{plan}");
 }
