@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Backlog benchmark: how fast the two-pod stack processes a backlog, and whether the rate
+# holds as the backlog grows. The pods first run without workers (WORKER_CONCURRENCY=0)
+# while wrk drives signed Slack webhooks at them for BENCH_LOAD_SECONDS, so every accepted
+# event waits; then the pods restart with their workers and the inbox is polled until it
+# is empty, printing the rate of each 5 s window and the CPU of the first 20 s.
+#
+# Usage: scripts/bench-drain.sh     (uses the dev stack; starts it with dev-up if needed)
+# Env:   BENCH_LOAD_SECONDS (8), BENCH_CONNS (64), SB_SKIP_BUILD=1 to reuse the binary.
+# Appends one JSON line to .dev/bench/drain.jsonl.
+set -euo pipefail
+# shellcheck source=scripts/dev-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
+cd "$ROOT"
+
+LOAD_SECONDS="${BENCH_LOAD_SECONDS:-8}"
+CONNS="${BENCH_CONNS:-64}"
+LUA="$ROOT/../shared/bench/wrk/signed.lua"
+BENCH="$DEV/bench"
+for tool in wrk pidstat psql; do
+  command -v "$tool" >/dev/null || die "$tool is needed (apt-get install wrk sysstat postgresql-client)"
+done
+mkdir -p "$BENCH"
+
+psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d switchboard -Atc "$1"; }
+backlog() { psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"; }
+
+# Stops the pods (SIGTERM, as a rolling deploy would), then starts them again through
+# dev-up, which passes this environment (e.g. WORKER_CONCURRENCY) on to them.
+restart_pods() {
+  local file pid
+  for file in "$DEV"/pod-*.pid; do
+    [ -f "$file" ] || continue
+    pid=$(pid_of "$file")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    rm -f "$file"
+  done
+  "$@" scripts/dev-up.sh >/dev/null
+}
+
+SB_SKIP_BUILD="${SB_SKIP_BUILD:-0}" scripts/dev-up.sh >/dev/null
+export SB_SKIP_BUILD=1
+[ "$(backlog)" -eq 0 ] || die "the inbox already has unprocessed events; let them drain first"
+
+log "pods without workers; ${LOAD_SECONDS}s of webhooks"
+restart_pods env WORKER_CONCURRENCY=0
+read -r ID SECRET < <(python3 -c '
+import json; c = json.load(open(".dev/seed.json"))["channels"]["slack"]
+print(c["id"], c["secrets"]["signing_secret"])')
+python3 scripts/bench/gen-slack.py 200000 "$BENCH/drain.tsv" "$SECRET" >/dev/null
+wrk -t2 -c"$CONNS" -d"${LOAD_SECONDS}s" -s "$LUA" "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" \
+  -- 2 "$BENCH/drain.tsv" | grep -E "Requests/sec" || true
+total=$(backlog)
+log "backlog: $total events; pods with workers"
+# The clock starts before the restart: workers begin while dev-up still waits for the load
+# balancer to see both pods.
+started=$(date +%s.%N)
+restart_pods env
+(LC_ALL=C pidstat -u 20 1 | awk '/^Average/ && $NF != "Command" { cpu[$NF] += $(NF-2) }
+  END { for (c in cpu) if (cpu[c] >= 1) printf "%s %.0f\n", c, cpu[c] }' >"$BENCH/drain-cpu.txt") &
+sampler=$!
+prev=$total
+window=$started
+while :; do
+  sleep 5
+  left=$(backlog)
+  now=$(date +%s.%N)
+  python3 -c "print(f'left {$left:>7}  {($prev - $left) / ($now - $window):7.0f} events/s')"
+  prev=$left
+  window=$now
+  [ "$left" -gt 0 ] || break
+done
+wait "$sampler" 2>/dev/null || true
+python3 - "$total" "$started" "$(date +%s.%N)" "$BENCH/drain-cpu.txt" <<'PY' | tee -a "$BENCH/drain.jsonl"
+import json, sys
+total, started, ended, cpu_file = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+cpu = dict((c, float(p)) for c, p in (line.split() for line in open(cpu_file)))
+seconds = ended - started
+print(json.dumps({"backlog": total, "seconds": round(seconds, 1),
+                  "events_per_s": round(total / seconds, 1), "cpu_pct_first_20s": cpu}))
+PY
