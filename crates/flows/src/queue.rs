@@ -13,9 +13,11 @@
 //!   bounded script, see [`crate::upkeep`]);
 //! - every push lands in the scheduled set, and a fetch moves *all* due scheduled jobs with
 //!   one `unpack`, which fails past ~8000 and then kills every worker on every fetch: the
-//!   promoter in [`crate::upkeep`] keeps the scheduled set small.
+//!   promoter in [`crate::upkeep`] keeps the scheduled set small;
+//! - a worker's metadata hash outlives it: names are recorded as workers start, and the
+//!   sweeper deletes the metadata of gone ones ([`crate::upkeep::forget_gone_workers`]).
 
-use crate::{Deps, inbound};
+use crate::{Deps, inbound, upkeep};
 use apalis::prelude::*;
 use apalis_redis::{Config as QueueConfig, RedisStorage};
 use serde::{Deserialize, Serialize};
@@ -110,10 +112,15 @@ impl InboundQueue {
         tracker: &TaskTracker,
     ) {
         let storage = self.storage.clone();
+        let queue = self.clone();
         tracker.spawn(async move {
             let mut restarts: u32 = 0;
             loop {
                 let name = format!("{identity}-inbound-{restarts}");
+                // Without Redis the worker fails to start too, and is restarted.
+                if let Err(e) = upkeep::record_worker(&queue, &name).await {
+                    tracing::debug!(worker = %name, error = %e, "could not record the worker name");
+                }
                 let worker = WorkerBuilder::new(name.clone())
                     .backend(storage.clone().poll_with_interval(POLL_INTERVAL))
                     .data(deps.clone())

@@ -60,6 +60,9 @@ pub async fn sweep_once(
             0
         }
     };
+    if let Err(e) = upkeep::forget_gone_workers(queue).await {
+        tracing::warn!(error = %e, "could not clean up gone workers");
+    }
     let stale = inbox::stale_unprocessed(db, config.grace, config.batch).await?;
     let mut pushed = 0;
     let mut failed = 0;

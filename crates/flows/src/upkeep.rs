@@ -23,6 +23,10 @@
 //!   included) in one script: under a backlog of 100k jobs that blocks Redis for seconds, and
 //!   every pod's webhooks and sockets with it. [`vacuum`] pops ids from the done and dead
 //!   sets instead, so its cost follows what finished, not what is queued.
+//! - **Gone workers.** apalis-redis keeps a metadata hash per worker name and never deletes
+//!   it, and every pod start and worker restart brings a new name. Each name is recorded
+//!   when its worker starts; [`forget_gone_workers`] deletes the metadata of names whose
+//!   heartbeat stopped [`WORKER_GONE_AFTER`] ago.
 
 use crate::queue::InboundQueue;
 use std::sync::LazyLock;
@@ -39,6 +43,11 @@ pub const PROMOTE_INTERVAL: Duration = Duration::from_millis(100);
 pub const ACTIVE_TARGET: usize = 500;
 /// Most finished jobs one vacuum script call removes (per set).
 pub const VACUUM_CHUNK: usize = 500;
+/// How long a worker's heartbeat must have been silent before its metadata is deleted
+/// (apalis-redis itself gives up on a worker after 15 s).
+pub const WORKER_GONE_AFTER: Duration = Duration::from_secs(600);
+/// Most worker names one clean-up script call looks at.
+pub const FORGET_CHUNK: usize = 100;
 
 /// Parks up to `ARGV[2]` jobs due at `ARGV[1]` (seconds): from the scheduled set to the
 /// parked set, keeping their scores. Then moves the oldest parked jobs to the active list
@@ -97,6 +106,67 @@ return removed
     )
 });
 
+/// Looks at up to `ARGV[4]` names recorded (in `KEYS[1]`) before `ARGV[2]` (seconds): a
+/// name whose heartbeat in apalis-redis's workers set (`KEYS[2]`) is newer is looked at
+/// again later; any other has its metadata hash (`ARGV[1]` + name) deleted and is
+/// forgotten. Returns how many names it looked at.
+static FORGET_WORKERS_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local names = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[2], 'LIMIT', 0, ARGV[4])
+for _, name in ipairs(names) do
+  local seen = redis.call('ZSCORE', KEYS[2], name)
+  if seen and tonumber(seen) > tonumber(ARGV[2]) then
+    redis.call('ZADD', KEYS[1], ARGV[3], name)
+  else
+    redis.call('DEL', ARGV[1] .. name)
+    redis.call('ZREM', KEYS[1], name)
+  end
+end
+return #names
+",
+    )
+});
+
+/// The set of worker names started on `queue` (score: when last found alive, in seconds).
+pub fn known_workers_set(queue: &InboundQueue) -> String {
+    format!("{}:known", queue.storage().get_config().workers_set())
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Records a worker name as it starts, for [`forget_gone_workers`].
+pub async fn record_worker(queue: &InboundQueue, name: &str) -> Result<(), String> {
+    let mut storage = queue.storage().clone();
+    redis::cmd("ZADD")
+        .arg(known_workers_set(queue))
+        .arg(unix_now())
+        .arg(name)
+        .query_async::<()>(storage.get_connection())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Deletes the metadata apalis-redis keeps for workers that are gone (stopped, restarted
+/// under a new name, or killed with their pod); returns how many names it looked at.
+pub async fn forget_gone_workers(queue: &InboundQueue) -> Result<usize, String> {
+    let now = unix_now();
+    let config = queue.storage().get_config();
+    let mut call = FORGET_WORKERS_SCRIPT.prepare_invoke();
+    call.key(known_workers_set(queue))
+        .key(config.workers_set())
+        .arg(format!("{}:metadata:", config.workers_set()))
+        .arg(now.saturating_sub(WORKER_GONE_AFTER.as_secs()))
+        .arg(now)
+        .arg(FORGET_CHUNK);
+    until_short_chunk(queue, &call, FORGET_CHUNK).await
+}
+
 /// The parked set of `queue`: due jobs waiting for room in the active list.
 pub fn parked_set(queue: &InboundQueue) -> String {
     format!(
@@ -108,10 +178,7 @@ pub fn parked_set(queue: &InboundQueue) -> String {
 /// Parks every job that is due (in chunks) and tops the active list up; returns how many
 /// jobs moved to the active list.
 pub async fn promote_due(queue: &InboundQueue) -> Result<usize, String> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let now = unix_now();
     let config = queue.storage().get_config();
     let mut call = PROMOTE_SCRIPT.prepare_invoke();
     call.key(config.scheduled_jobs_set())

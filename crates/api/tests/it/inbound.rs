@@ -741,3 +741,74 @@ async fn a_claim_uses_the_primary_key_while_statistics_lag_a_backlog() {
     let plan = plan.join("\n");
     assert!(plan.contains("inbound_events_pkey"), "{plan}");
 }
+
+/// apalis-redis never deletes a worker's metadata; the sweeper deletes that of workers
+/// whose heartbeat stopped long ago, and leaves the live ones alone.
+#[tokio::test]
+async fn gone_workers_leave_no_metadata_behind() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let prefix = random_prefix();
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let key = |k: &str| format!("{prefix}:queue:channel-inbound:workers{k}");
+    // A worker of a pod killed an hour ago: recorded, registered, its heartbeat stale.
+    let gone = "pod-9-4242-dead00-inbound-0";
+    let an_hour_ago = chrono::Utc::now().timestamp() - 3600;
+    let () = redis::pipe()
+        .cmd("ZADD")
+        .arg(key(":known"))
+        .arg(an_hour_ago)
+        .arg(gone)
+        .ignore()
+        .cmd("ZADD")
+        .arg(key(""))
+        .arg(an_hour_ago)
+        .arg(gone)
+        .ignore()
+        .cmd("HSET")
+        .arg(key(&format!(":metadata:{gone}")))
+        .arg("backend_name")
+        .arg("RedisStorage")
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let _p = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    let metadata = |conn: &mut redis::aio::MultiplexedConnection| {
+        let pattern = key(":metadata:*");
+        let mut conn = conn.clone();
+        async move {
+            let mut keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.sort();
+            keys
+        }
+    };
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = metadata(&mut conn).await;
+        if !left.iter().any(|k| k.ends_with(gone)) && !left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        left.len(),
+        1,
+        "only the live pod's worker is left: {left:?}"
+    );
+    assert!(left[0].contains("-inbound-0") && !left[0].ends_with(gone));
+    let known: Vec<String> = redis::cmd("ZRANGE")
+        .arg(key(":known"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(known.len(), 1, "the gone name is forgotten: {known:?}");
+}
