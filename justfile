@@ -27,3 +27,7 @@ lint:
 # Webhook ingest benchmark.
 bench *args:
     scripts/bench-ingest.sh "$@"
+
+# Backlog drain benchmark.
+bench-drain:
+    scripts/bench-drain.sh
