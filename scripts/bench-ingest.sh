@@ -136,7 +136,10 @@ for line in open(cpu_file):
 service = {"switchboard": ["switchboard", "postgres", "redis-server"],
            "node": ["node", "redis-server"]}[name]
 def us_per_req(commands):
-    return round(sum(cpu.get(c, 0.0) for c in commands) / 100 * 1e6 / rps, 1) if rps else None
+    # None when pidstat recorded nothing (rather than a misleading 0).
+    if not cpu or not rps:
+        return None
+    return round(sum(cpu.get(c, 0.0) for c in commands) / 100 * 1e6 / rps, 1)
 print(json.dumps({"target": name, "mode": "closed", "rps": rps, "p50_ms": ms(50), "p99_ms": ms(99),
                   "non_2xx": int(non2xx[1]) if non2xx else 0,
                   "cpu_pct": {c: cpu.get(c, 0.0) for c in service + ["haproxy", "wrk"]},
