@@ -3,11 +3,13 @@
 //! wait, because the event is already committed in the inbox. So when many webhooks are in
 //! flight on a pod, its jobs do their database work one at a time instead of up to
 //! `WORKER_CONCURRENCY` at once, and the CPU and connections go to answering. A job waiting
-//! for the agent holds no turn, so a slow agent never stalls the pod's processing. The pod counts as busy
-//! until it has been calm for [`CALM_AFTER`]: without that, workers would switch back to
-//! full concurrency in every lull of a sustained burst, and the jobs started then would slow
-//! the next webhooks down. Processing never stops (one job's database work at a time still runs), so a burst
-//! is absorbed by the queue and drained once it passes.
+//! for the agent holds no turn, so a slow agent never stalls the pod's processing.
+//!
+//! The pod counts as busy until it has been calm for [`CALM_AFTER`]: without that, workers
+//! would switch back to full concurrency in every lull of a sustained burst, and the jobs
+//! started then would slow the next webhooks down. Processing never stops (one job's
+//! database work at a time still runs), so a burst is absorbed by the queue and drained
+//! once it passes.
 //!
 //! The count is of this pod's own requests (like a pool's size, not business state, AA1).
 

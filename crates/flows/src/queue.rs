@@ -111,7 +111,6 @@ impl InboundQueue {
         token: CancellationToken,
         tracker: &TaskTracker,
     ) {
-        let storage = self.storage.clone();
         let queue = self.clone();
         tracker.spawn(async move {
             let mut restarts: u32 = 0;
@@ -122,7 +121,7 @@ impl InboundQueue {
                     tracing::debug!(worker = %name, error = %e, "could not record the worker name");
                 }
                 let worker = WorkerBuilder::new(name.clone())
-                    .backend(storage.clone().poll_with_interval(POLL_INTERVAL))
+                    .backend(queue.storage.clone().poll_with_interval(POLL_INTERVAL))
                     .data(deps.clone())
                     .concurrency(concurrency.max(1))
                     .build(handle);

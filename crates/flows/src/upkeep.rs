@@ -15,7 +15,7 @@
 //!   pod's Redis calls (webhook dedup included) queued behind it.
 //!
 //!   So every pod, every [`PROMOTE_INTERVAL`], *parks* due jobs in a sorted set of its own
-//!   (`{queue}:parked`, same scores, [`PROMOTE_CHUNK`] per script call) where apalis-redis
+//!   (`{queue}:scheduled:parked`, same scores, [`PROMOTE_CHUNK`] per script call) where apalis-redis
 //!   never looks, and tops the active list up to [`ACTIVE_TARGET`] from the oldest parked
 //!   jobs. Order stays first in, first out; the active list stays short, so the `LREM` is
 //!   cheap; the scheduled set holds only what was pushed since the last tick.
@@ -87,7 +87,8 @@ return {parked, moved}
 });
 
 /// Pops up to `ARGV[1]` ids from the done set and from the dead set, and deletes each job's
-/// data, result and metadata (the keys apalis-redis 1.0 writes for a job).
+/// data, result and metadata (the keys apalis-redis 1.0 writes for a job). Returns
+/// `{removed, removed}`.
 static VACUUM_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
@@ -101,7 +102,7 @@ for _, set in ipairs({KEYS[3], KEYS[4]}) do
     removed = removed + 1
   end
 end
-return removed
+return {removed, removed}
 ",
     )
 });
@@ -109,11 +110,12 @@ return removed
 /// Looks at up to `ARGV[4]` names recorded (in `KEYS[1]`) before `ARGV[2]` (seconds): a
 /// name whose heartbeat in apalis-redis's workers set (`KEYS[2]`) is newer is looked at
 /// again later; any other has its metadata hash (`ARGV[1]` + name) deleted and is
-/// forgotten. Returns how many names it looked at.
+/// forgotten. Returns `{looked at, forgotten}`.
 static FORGET_WORKERS_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[2], 'LIMIT', 0, ARGV[4])
+local forgotten = 0
 for _, name in ipairs(names) do
   local seen = redis.call('ZSCORE', KEYS[2], name)
   if seen and tonumber(seen) > tonumber(ARGV[2]) then
@@ -121,15 +123,16 @@ for _, name in ipairs(names) do
   else
     redis.call('DEL', ARGV[1] .. name)
     redis.call('ZREM', KEYS[1], name)
+    forgotten = forgotten + 1
   end
 end
-return #names
+return {#names, forgotten}
 ",
     )
 });
 
 /// The set of worker names started on `queue` (score: when last found alive, in seconds).
-pub fn known_workers_set(queue: &InboundQueue) -> String {
+fn known_workers_set(queue: &InboundQueue) -> String {
     format!("{}:known", queue.storage().get_config().workers_set())
 }
 
@@ -153,7 +156,7 @@ pub async fn record_worker(queue: &InboundQueue, name: &str) -> Result<(), Strin
 }
 
 /// Deletes the metadata apalis-redis keeps for workers that are gone (stopped, restarted
-/// under a new name, or killed with their pod); returns how many names it looked at.
+/// under a new name, or killed with their pod); returns how many were forgotten.
 pub async fn forget_gone_workers(queue: &InboundQueue) -> Result<usize, String> {
     let now = unix_now();
     let config = queue.storage().get_config();
@@ -168,7 +171,7 @@ pub async fn forget_gone_workers(queue: &InboundQueue) -> Result<usize, String> 
 }
 
 /// The parked set of `queue`: due jobs waiting for room in the active list.
-pub fn parked_set(queue: &InboundQueue) -> String {
+fn parked_set(queue: &InboundQueue) -> String {
     format!(
         "{}:parked",
         queue.storage().get_config().scheduled_jobs_set()
@@ -188,17 +191,7 @@ pub async fn promote_due(queue: &InboundQueue) -> Result<usize, String> {
         .arg(now)
         .arg(PROMOTE_CHUNK)
         .arg(ACTIVE_TARGET);
-    let mut storage = queue.storage().clone();
-    let conn = storage.get_connection();
-    let mut moved = 0;
-    loop {
-        let (parked, now_moved): (usize, usize) =
-            call.invoke_async(conn).await.map_err(|e| e.to_string())?;
-        moved += now_moved;
-        if parked < PROMOTE_CHUNK {
-            return Ok(moved);
-        }
-    }
+    until_short_chunk(queue, &call, PROMOTE_CHUNK).await
 }
 
 /// Removes finished (done or dead) jobs' data, metadata and results from Redis, in chunks;
@@ -214,7 +207,8 @@ pub async fn vacuum(queue: &InboundQueue) -> Result<usize, String> {
     until_short_chunk(queue, &call, VACUUM_CHUNK).await
 }
 
-/// Invokes a chunked script until a call handles fewer than `chunk` jobs; returns the total.
+/// Invokes a chunked script, which returns `{handled, counted}`, until a call handles fewer
+/// than `chunk`; returns the sum of what the calls counted.
 async fn until_short_chunk(
     queue: &InboundQueue,
     call: &redis::ScriptInvocation<'_>,
@@ -224,9 +218,10 @@ async fn until_short_chunk(
     let conn = storage.get_connection();
     let mut total = 0;
     loop {
-        let n: usize = call.invoke_async(conn).await.map_err(|e| e.to_string())?;
-        total += n;
-        if n < chunk {
+        let (handled, counted): (usize, usize) =
+            call.invoke_async(conn).await.map_err(|e| e.to_string())?;
+        total += counted;
+        if handled < chunk {
             return Ok(total);
         }
     }

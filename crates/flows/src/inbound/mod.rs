@@ -90,10 +90,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     // unclaimed again, and runs anew. Whatever depends on it is durable only after it: the
     // draft statement and the realtime events commit synchronously later, which flushes the
     // log up to and including this commit.
-    let mut tx = deps
-        .db
-        .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
-        .await?;
+    let mut tx = begin_async_commit(deps).await?;
     let Some(event) = inbox::claim(&mut *tx, event_id, deps.inbox_lease).await? else {
         tx.rollback().await?;
         return Ok(match inbox::get(&deps.db, event_id).await? {
@@ -118,10 +115,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         let fetching = email_text(deps, event.connection_id, &email_id);
         message.text = holding_lease(deps, event_id, fetching).await?;
         turn = deps.load.admit().await;
-        tx = deps
-            .db
-            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
-            .await?;
+        tx = begin_async_commit(deps).await?;
     }
 
     let (conversation_id, inserted): (Uuid, Option<Uuid>) = sqlx::query_as(sql::STORE_MESSAGE)
@@ -193,6 +187,15 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         "inbound event processed"
     );
     Ok(Outcome::Drafted { fallback })
+}
+
+/// A transaction whose commit does not wait for the disk (see transaction 1 in [`run`]).
+async fn begin_async_commit(
+    deps: &Deps,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    deps.db
+        .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+        .await
 }
 
 /// The Resend email id whose body the message still needs, if any.
