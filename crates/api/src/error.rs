@@ -15,6 +15,7 @@ pub struct ApiError {
     code: &'static str,
     message: String,
     retry_after: Option<Duration>,
+    extra: Option<(&'static str, serde_json::Value)>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -22,6 +23,8 @@ pub struct ApiError {
 struct Body<'a> {
     code: &'a str,
     message: &'a str,
+    #[serde(flatten)]
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
@@ -32,7 +35,32 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            extra: None,
             source: None,
+        }
+    }
+
+    /// Adds one more field to the JSON body, e.g. a 409's `current` state, so a client can
+    /// act on the refusal without another request.
+    pub fn with_field(mut self, name: &'static str, value: serde_json::Value) -> Self {
+        self.extra = Some((name, value));
+        self
+    }
+
+    /// The JSON body this error answers with (what an Idempotency-Key replays).
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::to_value(self.wire()).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn wire(&self) -> Body<'_> {
+        Body {
+            code: self.code,
+            message: &self.message,
+            extra: self.extra.as_ref().map(|(name, value)| {
+                let mut map = serde_json::Map::new();
+                map.insert((*name).to_owned(), value.clone());
+                map
+            }),
         }
     }
 
@@ -145,11 +173,7 @@ impl IntoResponse for ApiError {
         if let Some(source) = &self.source {
             tracing::error!(error = %source, code = self.code, "request failed");
         }
-        let body = Body {
-            code: self.code,
-            message: &self.message,
-        };
-        let mut response = (self.status, axum::Json(body)).into_response();
+        let mut response = (self.status, axum::Json(self.wire())).into_response();
         if let Some(after) = self.retry_after {
             let secs = after.as_secs().max(1);
             if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {

@@ -90,3 +90,25 @@ where
             .map_err(|r| ApiError::bad_request("invalid_query", r.body_text()))
     }
 }
+
+/// The request's `x-request-id` (set by the router's middleware before any handler runs),
+/// for audit rows.
+#[derive(Debug, Clone, Default)]
+pub struct RequestId(pub Option<String>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for RequestId {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(RequestId(
+            parts
+                .headers
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        ))
+    }
+}

@@ -6,6 +6,7 @@ pub mod connection_cache;
 pub mod error;
 pub mod extract;
 mod http;
+pub mod idempotency;
 pub mod lifecycle;
 pub mod metrics;
 mod server;

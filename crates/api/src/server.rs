@@ -13,9 +13,11 @@ use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
 use switchboard_flows::email_body::EmailBodies;
+use switchboard_flows::faults::Faults;
 use switchboard_flows::intake::Intake;
+use switchboard_flows::outbox_sweeper::{self, OutboxSweepConfig};
 use switchboard_flows::pressure::AcceptLoad;
-use switchboard_flows::queue::InboundQueue;
+use switchboard_flows::queue::{InboundQueue, OutboundQueue};
 use switchboard_flows::sweeper::{self, SweepConfig};
 use switchboard_flows::upkeep;
 use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenError};
@@ -123,8 +125,10 @@ impl App {
             inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
             load: AcceptLoad::new(config.accept_priority_in_flight),
             email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
+            outbound: OutboundQueue::outbound(&redis),
+            faults: faults(&config)?,
         };
-        let inbound = InboundQueue::new(&redis);
+        let inbound = InboundQueue::inbound(&redis);
         let state = AppState::new(AppStateInner {
             connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
             intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
@@ -186,6 +190,20 @@ impl App {
     }
 }
 
+/// `FAULT_INJECT`, honoured with `APP_ENV=test` only (production refuses to start with it).
+fn faults(config: &Config) -> Result<Faults, StartError> {
+    match (&config.fault_inject, config.app_env) {
+        (Some(spec), AppEnv::Test) => {
+            Faults::from_spec(spec).map_err(|e| StartError::Violations(vec![e.to_string()]))
+        }
+        (Some(_), _) => {
+            tracing::warn!("FAULT_INJECT is ignored outside APP_ENV=test");
+            Ok(Faults::default())
+        }
+        (None, _) => Ok(Faults::default()),
+    }
+}
+
 /// The socket handshake's token check: the same keys and rules as the REST API's.
 fn token_verifier(jwt: Arc<JwtKeys>) -> realtime::TokenVerifier {
     Arc::new(move |token| {
@@ -211,7 +229,21 @@ fn spawn_background(state: &AppState) {
     let token = state.lifecycle.shutdown_token();
     let tracker = state.lifecycle.tasks();
     state.realtime.spawn_background(token.clone(), tracker);
-    upkeep::spawn_promoter(state.inbound.clone(), token.clone(), tracker);
+    upkeep::spawn_promoter(state.inbound.queue_ref(), token.clone(), tracker);
+    upkeep::spawn_promoter(state.flows.outbound.queue_ref(), token.clone(), tracker);
+    outbox_sweeper::spawn(
+        state.db.clone(),
+        state.flows.outbound.clone(),
+        OutboxSweepConfig {
+            interval: Duration::from_millis(config.outbox_sweep_interval_ms.max(100)),
+            grace: Duration::from_secs(config.outbox_grace_secs),
+            batch: 500,
+            idempotency_ttl: Duration::from_secs(config.idempotency_ttl_hours.max(24) * 3600),
+        },
+        identity.clone(),
+        token.clone(),
+        tracker,
+    );
     // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
     if config.worker_concurrency > 0 {
         state.inbound.spawn_workers(

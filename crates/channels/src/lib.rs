@@ -3,6 +3,7 @@
 
 pub mod email;
 pub mod inbound;
+pub mod outbound;
 pub mod slack;
 pub mod telegram;
 pub mod twilio;

@@ -17,6 +17,8 @@ pub const CONNECTION_BUDGET_SHARE: f64 = 0.8;
 pub enum Violation {
     /// `DEMO_MODE` is on.
     DemoMode,
+    /// `FAULT_INJECT` is set.
+    FaultInjection,
     /// `JWT_SECRET` is shorter than [`MIN_JWT_SECRET_LEN`].
     WeakJwtSecret {
         /// Its actual length.
@@ -43,6 +45,7 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Violation::DemoMode => write!(f, "DEMO_MODE must be off in production"),
+            Violation::FaultInjection => write!(f, "FAULT_INJECT must not be set in production"),
             Violation::WeakJwtSecret { len } => write!(
                 f,
                 "JWT_SECRET must be at least {MIN_JWT_SECRET_LEN} characters in production (it has {len})"
@@ -82,6 +85,9 @@ impl Config {
         let mut out = Vec::new();
         if self.demo_mode {
             out.push(Violation::DemoMode);
+        }
+        if self.fault_inject.is_some() {
+            out.push(Violation::FaultInjection);
         }
         let len = self.jwt_secret.expose_secret().chars().count();
         if len < MIN_JWT_SECRET_LEN {

@@ -154,6 +154,23 @@ pub struct Config {
     /// How often each pod compares its Redis pub/sub subscriptions with what its Socket.IO
     /// adapter expects, and re-subscribes lost ones (`REALTIME_WATCHDOG_MS`).
     pub realtime_watchdog_ms: u64,
+    /// Outbox rows still unsent this long after they were due are pushed to
+    /// `channel-outbound` again by the outbox sweeper (`OUTBOX_GRACE_SECS`).
+    pub outbox_grace_secs: u64,
+    /// Length of one outbox-sweeper slot (`OUTBOX_SWEEP_INTERVAL_MS`).
+    pub outbox_sweep_interval_ms: u64,
+    /// How often each pod's realtime relay looks for committed events nobody woke it for
+    /// (a pod that died right after its commit); a commit on this pod wakes it at once
+    /// (`RELAY_POLL_MS`).
+    pub relay_poll_ms: u64,
+    /// How long an `Idempotency-Key` and its stored response are kept (`IDEMPOTENCY_TTL_HOURS`,
+    /// at least 24).
+    pub idempotency_ttl_hours: u64,
+    /// Test-only fault injection (`FAULT_INJECT`), honoured only with `APP_ENV=test`:
+    /// `release:after_commit:hang` stops a release right after its commit, as if the pod
+    /// died there, so a test can kill it at exactly that point.
+    #[serde(default)]
+    pub fault_inject: Option<String>,
 }
 
 impl Config {

@@ -49,6 +49,11 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("inbox_sweep_interval_ms", Kind::Parsed),
     ("events_retention_hours", Kind::Parsed),
     ("realtime_watchdog_ms", Kind::Parsed),
+    ("outbox_grace_secs", Kind::Parsed),
+    ("outbox_sweep_interval_ms", Kind::Parsed),
+    ("relay_poll_ms", Kind::Parsed),
+    ("idempotency_ttl_hours", Kind::Parsed),
+    ("fault_inject", Kind::Verbatim),
 ];
 
 /// Secrets that may be passed by reference as `{NAME}_FILE`.

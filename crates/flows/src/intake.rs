@@ -148,7 +148,7 @@ async fn write(db: &PgPool, redis: &Redis, queue: &InboundQueue, batch: Vec<Pend
                 .filter_map(|(id, e)| id.filter(|_| !e.processed))
                 .collect();
             if !jobs.is_empty() {
-                if let Err(e) = queue.push_many(&jobs).await {
+                if let Err(e) = queue.push_events(&jobs).await {
                     tracing::warn!(count = jobs.len(), error = %e, "enqueue failed; the inbox sweeper will pick these up");
                 }
             }

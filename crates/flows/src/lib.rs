@@ -3,12 +3,18 @@
 //! F2 (`channel-inbound`): an accepted webhook event becomes a customer, a conversation, a
 //! message, an agent draft and an expert-queue item, with every write idempotent so the job
 //! can run any number of times (at-least-once delivery, exactly-once effects).
+//!
+//! The expert's actions (`expert`): claim, release (F3) and the rest, each one atomic
+//! transition with its outbound message, outbox row, audit row and realtime events in one
+//! transaction.
 
 pub mod agent;
 pub mod email_body;
-pub mod emit;
+pub mod expert;
+pub mod faults;
 pub mod inbound;
 pub mod intake;
+pub mod outbox_sweeper;
 pub mod pressure;
 pub mod queue;
 pub mod sweeper;
@@ -28,11 +34,15 @@ pub struct Deps {
     /// The drafting agent.
     pub agent: agent::AgentClient,
     /// Realtime delivery.
-    pub emitter: Arc<dyn emit::Emitter>,
+    pub emitter: Arc<dyn switchboard_domain::Emitter>,
     /// How long one job may hold an inbox event.
     pub inbox_lease: std::time::Duration,
     /// The pod's webhook load, which jobs give way to.
     pub load: pressure::AcceptLoad,
     /// Resend email bodies, which its webhooks leave out.
     pub email_bodies: email_body::EmailBodies,
+    /// Producer for `channel-outbound`.
+    pub outbound: queue::OutboundQueue,
+    /// Test-only fault injection (never armed in production).
+    pub faults: faults::Faults,
 }

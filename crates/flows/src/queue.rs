@@ -20,18 +20,22 @@
 use crate::{Deps, inbound, upkeep};
 use apalis::prelude::*;
 use apalis_redis::{Config as QueueConfig, RedisStorage};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::time::Duration;
 use switchboard_coord::Redis;
+use switchboard_domain::jobs::{InboundJob, OutboundJob};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-/// The job argument: only the inbox id; everything else is read from Postgres.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InboundJob {
-    /// `inbound_events.id`.
-    pub event_id: Uuid,
+/// Why a push did not reach Redis.
+#[derive(Debug, thiserror::Error)]
+#[error("could not push to {queue}: {source}")]
+pub struct PushError {
+    queue: &'static str,
+    #[source]
+    source: apalis_core::backend::TaskSinkError<apalis_redis::Error>,
 }
 
 /// The job body: the idempotent F2 flow. An error leaves the event unprocessed in
@@ -49,26 +53,66 @@ async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), inbound::JobErr
     }
 }
 
-/// Producer handle for `channel-inbound`.
+/// A queue's keys and connection, for the upkeep scripts (whatever the job type).
 #[derive(Clone)]
-pub struct InboundQueue {
-    storage: RedisStorage<InboundJob>,
+pub struct QueueRef {
+    name: &'static str,
+    config: QueueConfig,
+    conn: redis::aio::ConnectionManager,
 }
 
-impl std::fmt::Debug for InboundQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("InboundQueue")
+impl QueueRef {
+    /// The queue's name (`channel-inbound`, `channel-outbound`).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    pub(crate) fn conn(&self) -> redis::aio::ConnectionManager {
+        self.conn.clone()
     }
 }
+
+/// Producer handle for one apalis-redis queue of `J` jobs.
+pub struct JobQueue<J> {
+    name: &'static str,
+    storage: RedisStorage<J>,
+}
+
+impl<J> Clone for JobQueue<J> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name,
+            storage: self.storage.clone(),
+        }
+    }
+}
+
+impl<J> std::fmt::Debug for JobQueue<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JobQueue({})", self.name)
+    }
+}
+
+/// The `channel-inbound` queue.
+pub type InboundQueue = JobQueue<InboundJob>;
+/// The `channel-outbound` queue.
+pub type OutboundQueue = JobQueue<OutboundJob>;
 
 /// How often an idle worker asks for work.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(150);
 
-impl InboundQueue {
-    /// The queue under the pod's key prefix.
-    pub fn new(redis: &Redis) -> Self {
+impl<J> JobQueue<J>
+where
+    J: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static,
+{
+    /// The queue `name` under the pod's key prefix.
+    pub fn new(redis: &Redis, name: &'static str) -> Self {
         let config = QueueConfig::default()
-            .queue(redis.key("queue:channel-inbound"))
+            .queue(redis.key(&format!("queue:{name}")))
             .heartbeat_interval(Duration::from_secs(5))
             .missed_heartbeats(3)
             // apalis-redis acknowledges a finished job (removes it from the worker's
@@ -78,27 +122,51 @@ impl InboundQueue {
             .persist_results(true)
             .emit_events(false);
         Self {
+            name,
             storage: RedisStorage::new(redis.conn()).with_config(config),
         }
     }
 
-    /// Enqueues many events with one bulk push.
-    pub async fn push_many(&self, event_ids: &[Uuid]) -> Result<(), String> {
+    /// Enqueues many jobs with one bulk push.
+    pub async fn push_many(&self, jobs: Vec<J>) -> Result<(), PushError> {
         let mut storage = self.storage.clone();
-        storage
-            .push_bulk(
-                event_ids
-                    .iter()
-                    .map(|&event_id| InboundJob { event_id })
-                    .collect(),
-            )
-            .await
-            .map_err(|e| e.to_string())
+        storage.push_bulk(jobs).await.map_err(|source| PushError {
+            queue: self.name,
+            source,
+        })
     }
 
-    /// The storage, for the queue's upkeep scripts.
-    pub(crate) fn storage(&self) -> &RedisStorage<InboundJob> {
+    /// The queue's keys and connection, for upkeep.
+    pub fn queue_ref(&self) -> QueueRef {
+        let mut storage = self.storage.clone();
+        QueueRef {
+            name: self.name,
+            config: self.storage.get_config().clone(),
+            conn: storage.get_connection().clone(),
+        }
+    }
+
+    /// The storage, for building workers.
+    pub(crate) fn storage(&self) -> &RedisStorage<J> {
         &self.storage
+    }
+}
+
+impl InboundQueue {
+    /// The `channel-inbound` queue of this deployment.
+    pub fn inbound(redis: &Redis) -> Self {
+        Self::new(redis, "channel-inbound")
+    }
+
+    /// Enqueues many inbox events with one bulk push.
+    pub async fn push_events(&self, event_ids: &[Uuid]) -> Result<(), PushError> {
+        self.push_many(
+            event_ids
+                .iter()
+                .map(|&event_id| InboundJob { event_id })
+                .collect(),
+        )
+        .await
     }
 
     /// Starts the supervised workers on `tracker`; they stop when `token` is cancelled,
@@ -112,39 +180,77 @@ impl InboundQueue {
         tracker: &TaskTracker,
     ) {
         let queue = self.clone();
-        tracker.spawn(async move {
-            let mut restarts: u32 = 0;
-            loop {
-                let name = format!("{identity}-inbound-{restarts}");
-                // Without Redis the worker fails to start too, and is restarted.
-                if let Err(e) = upkeep::record_worker(&queue, &name).await {
-                    tracing::debug!(worker = %name, error = %e, "could not record the worker name");
-                }
-                let worker = WorkerBuilder::new(name.clone())
-                    .backend(queue.storage.clone().poll_with_interval(POLL_INTERVAL))
+        supervise(
+            self.queue_ref(),
+            identity,
+            token,
+            tracker,
+            move |name, stop| {
+                WorkerBuilder::new(name)
+                    .backend(queue.storage().clone().poll_with_interval(POLL_INTERVAL))
                     .data(deps.clone())
                     .concurrency(concurrency.max(1))
-                    .build(handle);
-                let stop = token.clone();
-                let result = worker
+                    .build(handle)
                     .run_until(async move {
                         stop.cancelled().await;
                         Ok::<(), WorkerError>(())
                     })
-                    .await;
-                if token.is_cancelled() {
-                    break;
-                }
-                restarts += 1;
-                metrics::counter!("worker_restarts_total", "queue" => "channel-inbound")
-                    .increment(1);
-                tracing::error!(worker = %name, ?result, "inbound worker stopped; restarting");
-                let backoff = Duration::from_millis(200 * u64::from(restarts.min(10)));
-                tokio::select! {
-                    () = token.cancelled() => break,
-                    () = tokio::time::sleep(backoff) => {}
-                }
-            }
-        });
+            },
+        );
     }
+}
+
+impl OutboundQueue {
+    /// The `channel-outbound` queue of this deployment.
+    pub fn outbound(redis: &Redis) -> Self {
+        Self::new(redis, "channel-outbound")
+    }
+
+    /// Enqueues outbox rows with one bulk push.
+    pub async fn push_rows(&self, outbox_ids: &[Uuid]) -> Result<(), PushError> {
+        self.push_many(
+            outbox_ids
+                .iter()
+                .map(|&outbox_id| OutboundJob { outbox_id })
+                .collect(),
+        )
+        .await
+    }
+}
+
+/// Runs the worker that `run` builds and runs for a name, restarting it under a new name after it
+/// stops on an error (a backend error can leave an apalis worker dead), until `token` is
+/// cancelled; then the worker finishes the jobs it holds.
+pub fn supervise<F, Fut>(
+    queue: QueueRef,
+    identity: String,
+    token: CancellationToken,
+    tracker: &TaskTracker,
+    run: F,
+) where
+    F: Fn(String, CancellationToken) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), WorkerError>> + Send,
+{
+    tracker.spawn(async move {
+        let mut restarts: u32 = 0;
+        loop {
+            let name = format!("{identity}-{}-{restarts}", queue.name());
+            // Without Redis the worker fails to start too, and is restarted.
+            if let Err(e) = upkeep::record_worker(&queue, &name).await {
+                tracing::debug!(worker = %name, error = %e, "could not record the worker name");
+            }
+            let result = run(name.clone(), token.clone()).await;
+            if token.is_cancelled() {
+                break;
+            }
+            restarts += 1;
+            metrics::counter!("worker_restarts_total", "queue" => queue.name()).increment(1);
+            tracing::error!(worker = %name, ?result, "worker stopped; restarting");
+            let backoff = Duration::from_millis(200 * u64::from(restarts.min(10)));
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = tokio::time::sleep(backoff) => {}
+            }
+        }
+    });
 }

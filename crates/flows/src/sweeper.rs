@@ -4,9 +4,10 @@
 
 use crate::queue::InboundQueue;
 use crate::upkeep;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::Utc;
 use serde_json::json;
 use std::time::Duration;
+use switchboard_domain::slot::slot_of;
 use switchboard_store::{PgPool, inbox};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -31,17 +32,6 @@ pub struct SweepConfig {
     pub batch: i64,
 }
 
-/// The slot `now` falls in.
-pub fn slot_of(now: DateTime<Utc>, interval: Duration) -> DateTime<Utc> {
-    let step = i64::try_from(interval.as_millis())
-        .unwrap_or(i64::MAX)
-        .max(1);
-    let ms = now.timestamp_millis();
-    Utc.timestamp_millis_opt(ms - ms.rem_euclid(step))
-        .single()
-        .unwrap_or(now)
-}
-
 /// Runs one slot's sweep if this pod wins the slot; returns how many events it re-enqueued.
 pub async fn sweep_once(
     db: &PgPool,
@@ -53,21 +43,21 @@ pub async fn sweep_once(
     if !inbox::claim_slot(db, JOB, slot, pod_id).await? {
         return Ok(None);
     }
-    let vacuumed = match upkeep::vacuum(queue).await {
+    let vacuumed = match upkeep::vacuum(&queue.queue_ref()).await {
         Ok(n) => n,
         Err(e) => {
             tracing::warn!(error = %e, "queue vacuum failed");
             0
         }
     };
-    if let Err(e) = upkeep::forget_gone_workers(queue).await {
+    if let Err(e) = upkeep::forget_gone_workers(&queue.queue_ref()).await {
         tracing::warn!(error = %e, "could not clean up gone workers");
     }
     let stale = inbox::stale_unprocessed(db, config.grace, config.batch).await?;
     let mut pushed = 0;
     let mut failed = 0;
     for chunk in stale.chunks(PUSH_CHUNK) {
-        match queue.push_many(chunk).await {
+        match queue.push_events(chunk).await {
             Ok(()) => pushed += chunk.len(),
             Err(e) => {
                 failed += chunk.len();

@@ -1,4 +1,4 @@
-//! Redis-side upkeep of the `channel-inbound` queue that apalis-redis 1.0 does not do safely
+//! Redis-side upkeep of the job queues (`channel-inbound`, `channel-outbound`) that apalis-redis 1.0 does not do safely
 //! on its own, with bounded Lua scripts (each call touches at most a fixed number of jobs, so
 //! Redis is never held for long).
 //!
@@ -28,7 +28,7 @@
 //!   when its worker starts; [`forget_gone_workers`] deletes the metadata of names whose
 //!   heartbeat stopped [`WORKER_GONE_AFTER`] ago.
 
-use crate::queue::InboundQueue;
+use crate::queue::QueueRef;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -132,8 +132,8 @@ return {#names, forgotten}
 });
 
 /// The set of worker names started on `queue` (score: when last found alive, in seconds).
-fn known_workers_set(queue: &InboundQueue) -> String {
-    format!("{}:known", queue.storage().get_config().workers_set())
+fn known_workers_set(queue: &QueueRef) -> String {
+    format!("{}:known", queue.config().workers_set())
 }
 
 fn unix_now() -> u64 {
@@ -144,22 +144,21 @@ fn unix_now() -> u64 {
 }
 
 /// Records a worker name as it starts, for [`forget_gone_workers`].
-pub async fn record_worker(queue: &InboundQueue, name: &str) -> Result<(), String> {
-    let mut storage = queue.storage().clone();
+pub async fn record_worker(queue: &QueueRef, name: &str) -> Result<(), String> {
     redis::cmd("ZADD")
         .arg(known_workers_set(queue))
         .arg(unix_now())
         .arg(name)
-        .query_async::<()>(storage.get_connection())
+        .query_async::<()>(&mut queue.conn())
         .await
         .map_err(|e| e.to_string())
 }
 
 /// Deletes the metadata apalis-redis keeps for workers that are gone (stopped, restarted
 /// under a new name, or killed with their pod); returns how many were forgotten.
-pub async fn forget_gone_workers(queue: &InboundQueue) -> Result<usize, String> {
+pub async fn forget_gone_workers(queue: &QueueRef) -> Result<usize, String> {
     let now = unix_now();
-    let config = queue.storage().get_config();
+    let config = queue.config();
     let mut call = FORGET_WORKERS_SCRIPT.prepare_invoke();
     call.key(known_workers_set(queue))
         .key(config.workers_set())
@@ -171,18 +170,15 @@ pub async fn forget_gone_workers(queue: &InboundQueue) -> Result<usize, String> 
 }
 
 /// The parked set of `queue`: due jobs waiting for room in the active list.
-fn parked_set(queue: &InboundQueue) -> String {
-    format!(
-        "{}:parked",
-        queue.storage().get_config().scheduled_jobs_set()
-    )
+fn parked_set(queue: &QueueRef) -> String {
+    format!("{}:parked", queue.config().scheduled_jobs_set())
 }
 
 /// Parks every job that is due (in chunks) and tops the active list up; returns how many
 /// jobs moved to the active list.
-pub async fn promote_due(queue: &InboundQueue) -> Result<usize, String> {
+pub async fn promote_due(queue: &QueueRef) -> Result<usize, String> {
     let now = unix_now();
-    let config = queue.storage().get_config();
+    let config = queue.config();
     let mut call = PROMOTE_SCRIPT.prepare_invoke();
     call.key(config.scheduled_jobs_set())
         .key(config.active_jobs_list())
@@ -196,8 +192,8 @@ pub async fn promote_due(queue: &InboundQueue) -> Result<usize, String> {
 
 /// Removes finished (done or dead) jobs' data, metadata and results from Redis, in chunks;
 /// returns how many jobs were removed.
-pub async fn vacuum(queue: &InboundQueue) -> Result<usize, String> {
-    let config = queue.storage().get_config();
+pub async fn vacuum(queue: &QueueRef) -> Result<usize, String> {
+    let config = queue.config();
     let mut call = VACUUM_SCRIPT.prepare_invoke();
     call.key(config.job_data_hash())
         .key(config.job_meta_hash())
@@ -210,16 +206,17 @@ pub async fn vacuum(queue: &InboundQueue) -> Result<usize, String> {
 /// Invokes a chunked script, which returns `{handled, counted}`, until a call handles fewer
 /// than `chunk`; returns the sum of what the calls counted.
 async fn until_short_chunk(
-    queue: &InboundQueue,
+    queue: &QueueRef,
     call: &redis::ScriptInvocation<'_>,
     chunk: usize,
 ) -> Result<usize, String> {
-    let mut storage = queue.storage().clone();
-    let conn = storage.get_connection();
+    let mut conn = queue.conn();
     let mut total = 0;
     loop {
-        let (handled, counted): (usize, usize) =
-            call.invoke_async(conn).await.map_err(|e| e.to_string())?;
+        let (handled, counted): (usize, usize) = call
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
         total += counted;
         if handled < chunk {
             return Ok(total);
@@ -229,7 +226,7 @@ async fn until_short_chunk(
 
 /// Runs [`promote_due`] every [`PROMOTE_INTERVAL`] until `token` is cancelled. Every pod runs
 /// it, workers or not: the script is atomic, so pods never move a job twice.
-pub fn spawn_promoter(queue: InboundQueue, token: CancellationToken, tracker: &TaskTracker) {
+pub fn spawn_promoter(queue: QueueRef, token: CancellationToken, tracker: &TaskTracker) {
     tracker.spawn(async move {
         let mut tick = tokio::time::interval(PROMOTE_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -243,16 +240,51 @@ pub fn spawn_promoter(queue: InboundQueue, token: CancellationToken, tracker: &T
                 Ok(n) => {
                     failing = false;
                     if n > 0 {
-                        metrics::counter!("queue_jobs_promoted_total").increment(n as u64);
+                        metrics::counter!("queue_jobs_promoted_total", "queue" => queue.name())
+                            .increment(n as u64);
                     }
                 }
                 // Redis away: say so once, keep trying (webhooks and the sweeper cope).
                 Err(e) if !failing => {
                     failing = true;
-                    tracing::warn!(error = %e, "queue promotion failed");
+                    tracing::warn!(queue = queue.name(), error = %e, "queue promotion failed");
                 }
                 Err(_) => {}
             }
         }
     });
+}
+
+/// How many jobs of a queue wait, by where they wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Depth {
+    /// Pushed, not yet promoted (apalis-redis's scheduled set).
+    pub scheduled: usize,
+    /// Due, waiting for room in the active list.
+    pub parked: usize,
+    /// In the active list, for workers to take.
+    pub active: usize,
+}
+
+impl Depth {
+    /// Every waiting job.
+    pub fn total(&self) -> usize {
+        self.scheduled + self.parked + self.active
+    }
+}
+
+/// The queue's waiting jobs, in one round trip.
+pub async fn depth(queue: &QueueRef) -> Result<Depth, redis::RedisError> {
+    let config = queue.config();
+    let (scheduled, parked, active): (usize, usize, usize) = redis::pipe()
+        .zcard(config.scheduled_jobs_set())
+        .zcard(parked_set(queue))
+        .llen(config.active_jobs_list())
+        .query_async(&mut queue.conn())
+        .await?;
+    Ok(Depth {
+        scheduled,
+        parked,
+        active,
+    })
 }

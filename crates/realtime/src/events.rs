@@ -72,16 +72,28 @@ pub async fn append(
 }
 
 /// Stores several events of one org in one transaction and returns their numbers in input
-/// order. The counter row is locked first, so the org's emits on every pod are serialised
-/// and numbers are committed in order. Events stored before (a retried emit, matched by
-/// [`dedup_key`]) keep their first number and take none, so the sequence has no gaps.
+/// order; see [`append_in`].
 pub async fn append_batch(
     pool: &PgPool,
     org_id: Uuid,
     events: &[(&str, &Value)],
 ) -> Result<Vec<Appended>, sqlx::Error> {
-    let keys: Vec<String> = events.iter().map(|(e, p)| dedup_key(e, p)).collect();
     let mut tx = pool.begin().await?;
+    let out = append_in(&mut tx, org_id, events).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Numbers and stores events of one org inside the caller's transaction. The counter row is
+/// locked first, so the org's numbering on every pod is serialised and numbers are committed
+/// in order. Events stored before (a retried emit, matched by [`dedup_key`]) keep their
+/// first number and take none, so the sequence has no gaps.
+pub async fn append_in(
+    tx: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    events: &[(&str, &Value)],
+) -> Result<Vec<Appended>, sqlx::Error> {
+    let keys: Vec<String> = events.iter().map(|(e, p)| dedup_key(e, p)).collect();
     // Lock the counter (creating it at 1 reserves number 1 for this batch).
     let (last, created): (i64, bool) = sqlx::query_as(
         "INSERT INTO org_event_seq (org_id, seq) VALUES ($1, 1)
@@ -124,17 +136,20 @@ pub async fn append_batch(
         payloads.push(*payload);
     }
     if seqs.is_empty() {
-        // Only repeats: nothing to number (the counter row existed, so nothing was reserved).
-        tx.rollback().await?;
+        if created {
+            // The reserved number 1 is not used: give it back.
+            sqlx::query("DELETE FROM org_event_seq WHERE org_id = $1")
+                .bind(org_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         return Ok(out);
     }
-    if next != last {
-        sqlx::query("UPDATE org_event_seq SET seq = $2 WHERE org_id = $1")
-            .bind(org_id)
-            .bind(next)
-            .execute(&mut *tx)
-            .await?;
-    }
+    sqlx::query("UPDATE org_event_seq SET seq = $2, numbered_at = now() WHERE org_id = $1")
+        .bind(org_id)
+        .bind(next)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "INSERT INTO events (org_id, seq, event, dedup_key, payload)
          SELECT $1, s, e, k, p FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::jsonb[])
@@ -147,7 +162,6 @@ pub async fn append_batch(
     .bind(&payloads)
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(out)
 }
 

@@ -10,8 +10,8 @@ use crate::Adapter;
 use serde::Deserialize;
 use socketioxide::extract::{SocketRef, TryData};
 use std::sync::Arc;
+use switchboard_domain::Role;
 use switchboard_store::PgPool;
-use switchboard_store::model::Role;
 use switchboard_store::users::{self, Membership};
 use uuid::Uuid;
 

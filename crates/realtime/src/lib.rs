@@ -2,21 +2,22 @@
 //! (AA6: long-polling would need sticky sessions), fanned out across pods by the
 //! socketioxide Redis adapter over [`driver::PubSubDriver`].
 //!
-//! Every event is numbered per org and stored ([`events`]) before it is sent, so a client
-//! that sees a gap in `seq` or reconnects fetches what it missed from `GET /events`. Pod
-//! memory holds only the sockets of this pod and the last watchdog result (AA1).
+//! Flows store their events in the event outbox inside their own transactions; the
+//! [`relay`] numbers them per org ([`events`]) and publishes them, so a client that sees a
+//! gap in `seq` or reconnects fetches what it missed from `GET /events`. Pod memory holds
+//! only the sockets of this pod and the last watchdog result (AA1).
 
 pub mod driver;
-mod emitter;
 pub mod events;
 mod handshake;
+mod relay;
 pub mod retention;
 pub mod watchdog;
 
 pub use handshake::{TokenError, TokenVerifier, experts_room, org_room, rooms_for};
 pub use watchdog::AdapterHealth;
 
-use emitter::{Delivery, RealtimeEmitter};
+use relay::{Publisher, RealtimeEmitter, Relay};
 use socketioxide::handler::ConnectHandler;
 use socketioxide::layer::SocketIoLayer;
 use socketioxide::{SocketIo, TransportType};
@@ -24,7 +25,7 @@ use socketioxide_redis::{CustomRedisAdapter, RedisAdapterConfig, RedisAdapterCtr
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_config::Config;
-use switchboard_flows::emit::Emitter;
+use switchboard_domain::Emitter;
 use switchboard_store::PgPool;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -59,6 +60,8 @@ pub struct Settings {
     pub watchdog_interval: Duration,
     /// This pod's name, for the retention job's `cron_runs` rows.
     pub pod_id: String,
+    /// How often the relay polls the event outbox without being woken.
+    pub relay_poll: Duration,
 }
 
 impl Settings {
@@ -70,6 +73,7 @@ impl Settings {
             retention: Duration::from_secs(config.events_retention_hours.saturating_mul(3600)),
             watchdog_interval: Duration::from_millis(config.realtime_watchdog_ms),
             pod_id: config.pod_id(),
+            relay_poll: Duration::from_millis(config.relay_poll_ms.max(10)),
         }
     }
 
@@ -117,16 +121,18 @@ impl Realtime {
         io.ns("/", handshake::on_connect.with(handshake::middleware(gate)))
             .await
             .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
-        let delivery = Arc::new(Delivery {
+        let relay = Arc::new(Relay {
             db: db.clone(),
-            io: io.clone(),
+            publisher: Publisher { io: io.clone() },
+            wake: tokio::sync::Notify::new(),
+            poll: settings.relay_poll,
         });
         Ok(Realtime {
             io,
             layer,
             driver,
             health: Arc::default(),
-            emitter: Arc::new(RealtimeEmitter::new(delivery, tracker)),
+            emitter: Arc::new(RealtimeEmitter::new(relay, tracker)),
             db,
             settings: Arc::new(settings),
         })
@@ -137,7 +143,7 @@ impl Realtime {
         self.layer.clone()
     }
 
-    /// The emitter the flows call after their commits.
+    /// The emitter the flows wake after their commits.
     pub fn emitter(&self) -> Arc<dyn Emitter> {
         self.emitter.clone()
     }
@@ -158,12 +164,12 @@ impl Realtime {
         self.health.get()
     }
 
-    /// Starts the emit lanes, the watchdog and the retention job on `tracker`, and closes
+    /// Starts the relay, the watchdog and the retention job on `tracker`, and closes
     /// every socket when `token` is cancelled (after the drain delay), so clients reconnect
     /// to another pod and catch up through `GET /events`; what the pod emits after that
     /// still reaches the other pods.
     pub fn spawn_background(&self, token: CancellationToken, tracker: &TaskTracker) {
-        self.emitter.spawn_lanes(&token);
+        self.emitter.spawn(&token);
         watchdog::spawn(
             self.driver.clone(),
             self.health.clone(),

@@ -5,7 +5,7 @@ use crate::events;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use std::time::Duration;
-use switchboard_flows::sweeper::slot_of;
+use switchboard_domain::slot::slot_of;
 use switchboard_store::{PgPool, StoreError, inbox};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

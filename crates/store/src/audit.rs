@@ -1,29 +1,40 @@
-//! The audit log.
+//! The audit log: who did what, in the transaction of the action itself.
 
 use crate::StoreError;
 use serde_json::Value;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+/// Who acted, and through which request.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    /// The org the action concerns.
+    pub org_id: Option<Uuid>,
+    /// The user, when known (a failed login has none).
+    pub user_id: Option<Uuid>,
+    /// The request's `x-request-id`.
+    pub request_id: Option<&'a str>,
+}
+
 /// Appends an audit entry; takes any executor so it can join the caller's transaction.
 pub async fn record<'e>(
     db: impl PgExecutor<'e>,
-    org_id: Option<Uuid>,
-    actor: Option<Uuid>,
+    actor: Actor<'_>,
     action: &str,
     target: Option<(&str, Uuid)>,
     details: Value,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO audit_log (org_id, actor_user_id, action, target_type, target_id, details)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO audit_log (org_id, actor_user_id, action, target_type, target_id, details, request_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
-    .bind(org_id)
-    .bind(actor)
+    .bind(actor.org_id)
+    .bind(actor.user_id)
     .bind(action)
     .bind(target.map(|t| t.0))
     .bind(target.map(|t| t.1))
     .bind(details)
+    .bind(actor.request_id)
     .execute(db)
     .await?;
     Ok(())

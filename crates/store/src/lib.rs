@@ -6,11 +6,16 @@
 
 pub mod audit;
 pub mod connections;
+pub mod conversations;
 pub mod crypto;
 mod error;
+pub mod event_outbox;
+pub mod idempotency;
 pub mod inbox;
 pub mod model;
 pub mod orgs;
+pub mod outbox;
+pub mod queue;
 pub mod users;
 
 pub use error::StoreError;

@@ -3,7 +3,7 @@
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use switchboard_config::Config;
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_store::{orgs, users};
 use uuid::Uuid;
 

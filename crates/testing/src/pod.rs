@@ -4,7 +4,7 @@ use crate::{TestDb, config_from, http, pod_env, random_prefix, redis_url};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use switchboard_api::{App, Server};
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use uuid::Uuid;
 
 /// One running pod and a client for it.

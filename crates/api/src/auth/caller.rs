@@ -5,7 +5,7 @@ use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_store::users::{self, Membership};
 use uuid::Uuid;
 

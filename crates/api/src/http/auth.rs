@@ -2,16 +2,19 @@
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Json;
+use crate::extract::{Json, RequestId};
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
 use std::sync::LazyLock;
 use std::time::Duration;
 use switchboard_coord::limiter;
+use switchboard_store::audit::{self, Actor};
 use switchboard_store::users::{self, Membership, User};
 
 /// Failed logins allowed per address per window before 429 (SPEC §4: login is throttled).
@@ -45,6 +48,7 @@ struct LoginResponse {
 
 async fn login(
     State(state): State<AppState>,
+    RequestId(request_id): RequestId,
     Json(body): Json<LoginRequest>,
 ) -> ApiResult<Json<LoginResponse>> {
     let email = body.email.trim().to_lowercase();
@@ -84,6 +88,28 @@ async fn login(
     .await
     .map_err(ApiError::internal)?;
 
+    // Audited either way; never the password, and the address only as a hash (a failed
+    // attempt's address may be anyone's).
+    let outcome = if ok {
+        "auth.login"
+    } else {
+        "auth.login_failed"
+    };
+    let audited = audit::record(
+        &state.db,
+        Actor {
+            org_id: None,
+            user_id: user.as_ref().map(|u| u.id),
+            request_id: request_id.as_deref(),
+        },
+        outcome,
+        user.as_ref().map(|u| ("user", u.id)),
+        json!({"email_sha256": hex::encode(Sha256::digest(email.as_bytes()))}),
+    )
+    .await;
+    if let Err(e) = audited {
+        tracing::warn!(error = %e, "could not audit a login");
+    }
     let Some(user) = user.filter(|_| ok) else {
         return Err(ApiError::unauthorized("invalid email or password"));
     };

@@ -2,7 +2,7 @@
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Json, Path, Query, RequestId};
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::State;
@@ -10,9 +10,9 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_store::audit;
+use switchboard_domain::ChannelKind;
+use switchboard_store::audit::{self, Actor};
 use switchboard_store::connections::{self, Connection, NewConnection};
-use switchboard_store::model::ChannelKind;
 use uuid::Uuid;
 
 /// Routes of this module.
@@ -55,6 +55,7 @@ impl ConnectionView {
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    RequestId(request_id): RequestId,
     Json(body): Json<CreateRequest>,
 ) -> ApiResult<(StatusCode, Json<ConnectionView>)> {
     caller.require_admin(body.org_id)?;
@@ -90,8 +91,11 @@ async fn create(
     })?;
     audit::record(
         &state.db,
-        Some(connection.org_id),
-        Some(caller.user_id),
+        Actor {
+            org_id: Some(connection.org_id),
+            user_id: Some(caller.user_id),
+            request_id: request_id.as_deref(),
+        },
         "channel_connection.created",
         Some(("channel_connection", connection.id)),
         json!({"channel": channel, "name": connection.name}),
@@ -155,6 +159,7 @@ async fn show(
 async fn remove(
     State(state): State<AppState>,
     caller: Caller,
+    RequestId(request_id): RequestId,
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
     load_owned(&state, &caller, id).await?;
@@ -164,8 +169,11 @@ async fn remove(
     state.connections.invalidate(id).await;
     audit::record(
         &state.db,
-        Some(deleted.org_id),
-        Some(caller.user_id),
+        Actor {
+            org_id: Some(deleted.org_id),
+            user_id: Some(caller.user_id),
+            request_id: request_id.as_deref(),
+        },
         "channel_connection.deleted",
         Some(("channel_connection", deleted.id)),
         json!({}),

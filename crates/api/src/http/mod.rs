@@ -2,8 +2,11 @@
 
 mod auth;
 mod connections;
+mod conversations;
 mod events;
+mod expert_queue;
 mod health;
+mod pagination;
 mod webhooks;
 
 use crate::error::ApiError;
@@ -34,6 +37,8 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(auth::router())
         .merge(connections::router())
+        .merge(conversations::router())
+        .merge(expert_queue::router())
         .merge(events::router())
         .merge(webhooks::router())
         .route("/metrics", get(metrics::render))

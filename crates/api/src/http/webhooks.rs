@@ -18,8 +18,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::json;
 use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
+use switchboard_domain::ChannelKind;
+use switchboard_domain::jobs::{InboxMessage, InboxPayload};
 use switchboard_store::inbox::NewEvent;
-use switchboard_store::model::ChannelKind;
 use uuid::Uuid;
 
 /// Routes of this module.
@@ -82,16 +83,20 @@ async fn receive(
 
     let scope = format!("{channel}:{connection_id}:{}", event.dedup_key);
     let has_message = event.message.is_some();
-    let payload = json!({
-        "message": event.message.map(|m| json!({
-            "customer_external_id": m.customer_external_id,
-            "customer_name": m.customer_name,
-            "text": m.text,
-            "channel_message_id": m.channel_message_id,
-            "reply_to": m.reply_to,
-        })),
-        "raw": event.payload,
-    });
+    let payload = InboxPayload {
+        message: event.message.map(|m| InboxMessage {
+            customer_external_id: m.customer_external_id,
+            customer_name: m.customer_name,
+            text: m.text,
+            // A provider's message ids are unique per bot or number at best (two Telegram
+            // bots of one org both see `{chat_id}:{message_id}` = `1:1`): the connection
+            // is part of the message's identity.
+            channel_message_id: format!("{connection_id}:{}", m.channel_message_id),
+            reply_to: m.reply_to,
+        }),
+        raw: event.payload,
+    };
+    let payload = serde_json::to_value(payload).map_err(ApiError::internal)?;
     let submitted = state
         .intake
         .submit(

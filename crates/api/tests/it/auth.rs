@@ -1,5 +1,5 @@
 use serde_json::{Value, json};
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_testing::{JWT_SECRET, TestPod, seed_member};
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! Shared set-up for the webhook and inbound-flow tests.
 
 use serde_json::{Value, json};
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_testing::signing::{Signed, secrets};
 use switchboard_testing::{TestDb, TestPod, seed_member};
 use wiremock::matchers::{method, path};

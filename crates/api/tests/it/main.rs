@@ -4,6 +4,8 @@
 mod auth;
 mod connections;
 mod errors;
+mod expert;
+mod expert_support;
 mod health;
 mod inbound;
 mod inbound_support;

@@ -6,7 +6,7 @@ use crate::realtime_support::{connect, connect_with, emit, fetch_events, org_exp
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_testing::{JWT_SECRET, TestDb, TestPod, random_prefix, redis_url, seed_member};
 
 #[tokio::test]

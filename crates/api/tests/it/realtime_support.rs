@@ -6,7 +6,7 @@ use rust_socketio::asynchronous::{Client, ClientBuilder};
 use rust_socketio::{Event, Payload, TransportType};
 use serde_json::{Value, json};
 use std::time::Duration;
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_testing::{TestDb, TestPod, seed_member};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use uuid::Uuid;
@@ -112,7 +112,8 @@ pub async fn org_expert(db: &TestDb, pod: &TestPod) -> (Uuid, String) {
 
 /// Emits an event through `pod`'s emitter, exactly as the flows do after a commit.
 pub fn emit(pod: &TestPod, org: Uuid, event: &'static str, payload: Value) {
-    pod.server.state().flows.emitter.emit(org, event, payload);
+    let kind = event.parse().expect("a known event name");
+    pod.server.state().flows.emitter.emit(org, kind, payload);
 }
 
 /// `GET /events` as `token`; returns the status and body.

@@ -193,8 +193,8 @@ async fn slack_url_verification_answers_the_challenge() {
 
 #[tokio::test]
 async fn a_batch_insert_stores_each_key_once_and_reports_duplicates_in_order() {
+    use switchboard_domain::ChannelKind;
     use switchboard_store::inbox::{NewEvent, insert_batch};
-    use switchboard_store::model::ChannelKind;
     let db = TestDb::fresh().await;
     let agent = agent().await;
     let p = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
@@ -223,7 +223,7 @@ async fn a_batch_insert_stores_each_key_once_and_reports_duplicates_in_order() {
 /// caches through Redis at once, not when the entry expires.
 #[tokio::test]
 async fn a_connection_deleted_on_one_pod_stops_webhooks_on_every_pod() {
-    use switchboard_store::model::Role;
+    use switchboard_domain::Role;
     let db = TestDb::fresh().await;
     let prefix = random_prefix();
     let agent = agent().await;

@@ -5,11 +5,11 @@ mod sql;
 use crate::Deps;
 use crate::agent::ChatLine;
 use crate::email_body::FetchError;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use switchboard_domain::ChannelKind;
+use switchboard_domain::jobs::{InboxMessage, InboxPayload};
 use switchboard_store::StoreError;
 use switchboard_store::inbox;
-use switchboard_store::model::ChannelKind;
 use uuid::Uuid;
 
 /// Text stored when the agent cannot produce a draft; the item is flagged for review.
@@ -18,17 +18,6 @@ pub const FALLBACK_DRAFT: &str =
 
 /// How many entries `agent_context.history_summary` keeps.
 pub const HISTORY_LEN: i64 = 10;
-
-/// The message part of an inbox payload, as the webhook stored it.
-#[derive(Debug, Deserialize)]
-struct StoredMessage {
-    customer_external_id: String,
-    customer_name: Option<String>,
-    text: String,
-    channel_message_id: String,
-    #[serde(default)]
-    reply_to: Value,
-}
 
 /// What one run of the job did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,15 +88,14 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
             Some(_) => Outcome::HeldElsewhere,
         });
     };
-    let message = &event.payload["message"];
-    if message.is_null() {
+    let payload: InboxPayload = serde_json::from_value(event.payload.clone())
+        .map_err(|e| JobError::Payload(e.to_string()))?;
+    let Some(mut message) = payload.message else {
         mark_processed(&mut *tx, event_id).await?;
         tx.commit().await?;
         return Ok(Outcome::NoMessage);
-    }
-    let mut message: StoredMessage =
-        serde_json::from_value(message.clone()).map_err(|e| JobError::Payload(e.to_string()))?;
-    if let Some(email_id) = body_to_fetch(&event, &message) {
+    };
+    if let Some(email_id) = body_to_fetch(&event, &payload.raw, &message) {
         // Resend's webhook has no body. The committed claim holds the event while the body
         // is fetched, with no transaction open and no turn held meanwhile.
         tx.commit().await?;
@@ -137,14 +125,12 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
                     .bind(conversation_id)
                     .bind(entry)
                     .bind(HISTORY_LEN)
+                    .bind(id)
+                    .bind(event.org_id)
                     .fetch_all(&mut *tx)
                     .await?;
             tx.commit().await?;
-            deps.emitter.emit(
-                event.org_id,
-                "message_created",
-                json!({"conversation_id": conversation_id, "message_id": id}),
-            );
+            deps.emitter.wake();
             (id, history)
         }
         None => {
@@ -199,11 +185,15 @@ async fn begin_async_commit(
 }
 
 /// The Resend email id whose body the message still needs, if any.
-fn body_to_fetch(event: &inbox::InboundEvent, message: &StoredMessage) -> Option<String> {
+fn body_to_fetch(
+    event: &inbox::InboundEvent,
+    raw: &serde_json::Value,
+    message: &InboxMessage,
+) -> Option<String> {
     if event.channel != ChannelKind::Email || !message.text.trim().is_empty() {
         return None;
     }
-    event.payload["raw"]["data"]["email_id"]
+    raw["data"]["email_id"]
         .as_str()
         .filter(|id| !id.is_empty())
         .map(str::to_owned)
@@ -278,7 +268,7 @@ async fn draft(
     let _turn = deps.load.admit().await;
     let draft_id = Uuid::new_v4();
     let entry = json!({"role": "agent_draft", "text": body, "draft_id": draft_id});
-    let item: Option<(Uuid, i32, bool)> = sqlx::query_as(sql::STORE_DRAFT.as_str())
+    let stored: Option<(Uuid, i32, bool)> = sqlx::query_as(sql::STORE_DRAFT.as_str())
         .bind(draft_id)
         .bind(org_id)
         .bind(conversation_id)
@@ -293,17 +283,8 @@ async fn draft(
         .fetch_optional(&deps.db)
         .await?;
     // No item: another run stored this message's draft first; its result stands.
-    if let Some((item_id, version, created)) = item {
-        deps.emitter.emit(
-            org_id,
-            if created {
-                "queue_item_created"
-            } else {
-                "queue_item_updated"
-            },
-            json!({"id": item_id, "conversation_id": conversation_id, "version": version,
-                   "flagged_for_review": fallback}),
-        );
+    if stored.is_some() {
+        deps.emitter.wake();
     }
     Ok(fallback)
 }

@@ -6,6 +6,7 @@
 //! it, and the inbox lease keeps such runs apart.)
 
 use std::sync::LazyLock;
+use switchboard_store::event_outbox::QUEUE_ITEM_PAYLOAD_SQL;
 
 /// `agent_context.history_summary` with `$entry` appended, keeping the last `$keep`
 /// entries; `{entry}` and `{keep}` name the parameters. Used inside an `UPDATE
@@ -34,7 +35,9 @@ WITH customer AS (
 ), conversation AS (
   INSERT INTO conversations (org_id, customer_id, channel, connection_id)
   SELECT $1, customer.id, $2, $5 FROM customer
-  ON CONFLICT (org_id, customer_id, channel) WHERE status = 'open' DO UPDATE SET updated_at = now()
+  -- The reply leaves through the connection the customer last wrote to.
+  ON CONFLICT (org_id, customer_id, channel) WHERE status = 'open'
+    DO UPDATE SET updated_at = now(), connection_id = EXCLUDED.connection_id
   RETURNING id
 ), message AS (
   INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
@@ -46,25 +49,34 @@ WITH customer AS (
 )
 SELECT conversation.id, message.id FROM conversation LEFT JOIN message ON true";
 
-/// After a new customer message: appends it to the history, turns an `awaiting_client`
-/// item back to `pending` (the client answered), and returns the conversation's last 20
-/// messages, oldest first, for the agent. `$1` conversation, `$2` history entry, `$3` how
-/// many entries the history keeps.
+/// After a new customer message: appends it to the history, turns an `awaiting_client` or
+/// `snoozed` item back to `pending` (the client answered), stores the `message_created`
+/// and `queue_item_updated` events in the event outbox, and returns the conversation's last
+/// 20 messages, oldest first, for the agent. `$1` conversation, `$2` history entry, `$3` how
+/// many entries the history keeps, `$4` the new message, `$5` the org.
 pub static RECORD_CUSTOMER_MESSAGE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH history AS (
            UPDATE conversations SET updated_at = now(), agent_context = {append}
            WHERE id = $1 RETURNING id
          ), reopened AS (
-           UPDATE expert_queue SET status = 'pending', version = version + 1, updated_at = now()
-           WHERE conversation_id = (SELECT id FROM history) AND status = 'awaiting_client'
-           RETURNING id
+           UPDATE expert_queue AS q SET status = 'pending', version = version + 1,
+                  snoozed_until = NULL, updated_at = now()
+           WHERE conversation_id = (SELECT id FROM history)
+             AND status IN ('awaiting_client', 'snoozed')
+           RETURNING q.*
+         ), events AS (
+           INSERT INTO event_outbox (org_id, event, payload)
+           SELECT $5, 'message_created', jsonb_build_object('conversation_id', $1::uuid, 'message_id', $4::uuid)
+           UNION ALL
+           SELECT q.org_id, 'queue_item_updated', {item} FROM reopened q
          )
          SELECT author::text, body FROM (
            SELECT author, body, created_at, id FROM messages WHERE conversation_id = $1
            ORDER BY created_at DESC, id DESC LIMIT 20) recent
          ORDER BY created_at, id",
-        append = history_append("$2", "$3")
+        append = history_append("$2", "$3"),
+        item = QUEUE_ITEM_PAYLOAD_SQL,
     )
 });
 
@@ -86,7 +98,8 @@ WHERE m.org_id = $1 AND m.channel = $2 AND m.channel_message_id = $3";
 /// already has a draft (another run stored it) only the event is marked, and no row comes
 /// back. `$1` draft id, `$2` org, `$3` conversation, `$4` message, `$5` body, `$6`
 /// confidence, `$7` cost, `$8` fallback, `$9` history entry, `$10` history length, `$11`
-/// inbox event. Returns the queue item's id, version and whether it was created.
+/// inbox event. Stores the item's `queue_item_created` or `queue_item_updated` event in the
+/// event outbox. Returns the queue item's id, version and whether it was created.
 pub static STORE_DRAFT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH draft AS (
@@ -109,7 +122,13 @@ pub static STORE_DRAFT: LazyLock<String> = LazyLock::new(|| {
              flagged_for_review = expert_queue.flagged_for_review OR EXCLUDED.flagged_for_review,
              version = expert_queue.version + 1,
              updated_at = now()
-           RETURNING id, version, (xmax = 0) AS created
+           RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,
+                     (xmax = 0) AS created
+         ), events AS (
+           INSERT INTO event_outbox (org_id, event, payload)
+           SELECT q.org_id, CASE WHEN q.created THEN 'queue_item_created' ELSE 'queue_item_updated' END,
+                  {item}
+           FROM item q
          ), processed AS (
            UPDATE inbound_events
            SET processed_at = now(), attempts = attempts + 1, locked_until = NULL
@@ -117,7 +136,8 @@ pub static STORE_DRAFT: LazyLock<String> = LazyLock::new(|| {
            WHERE id = $11 AND processed_at IS NULL AND (SELECT count(*) FROM item) >= 0
          )
          SELECT id, version, created FROM item",
-        append = history_append("$9", "$10")
+        append = history_append("$9", "$10"),
+        item = QUEUE_ITEM_PAYLOAD_SQL,
     )
 });
 

@@ -2,7 +2,7 @@ use crate::switchboard;
 use serde_json::{Value, json};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use switchboard_store::model::Role;
+use switchboard_domain::Role;
 use switchboard_testing::signing::{self, secrets};
 use switchboard_testing::{
     TestDb, TestPod, free_port, pod_env, random_prefix, redis_url, seed_member,

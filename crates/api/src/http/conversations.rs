@@ -1,0 +1,189 @@
+//! Conversations for the console: a list, and one conversation with its customer, its live
+//! queue item and its messages (newest first, `?before=` pages back). Scoped to the
+//! caller's orgs: another org's conversation is 403.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, Path, Query};
+use crate::http::expert_queue::{CustomerView, ItemView, channel_filter, scope};
+use crate::http::pagination;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use switchboard_domain::ChannelKind;
+use switchboard_store::conversations::{self, ConversationFilter, ConversationRow, MessageRow};
+use switchboard_store::queue;
+use uuid::Uuid;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/conversations", get(list))
+        .route("/conversations/{id}", get(show))
+}
+
+#[derive(Debug, Serialize)]
+struct ConversationView {
+    id: Uuid,
+    org_id: Uuid,
+    channel: ChannelKind,
+    connection_id: Uuid,
+    status: String,
+    customer: CustomerView,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<ConversationRow> for ConversationView {
+    fn from(r: ConversationRow) -> Self {
+        ConversationView {
+            id: r.id,
+            org_id: r.org_id,
+            channel: r.channel,
+            connection_id: r.connection_id,
+            status: r.status,
+            customer: CustomerView {
+                id: r.customer_id,
+                display_name: r.customer_name,
+                external_id: r.customer_external_id,
+            },
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    org_id: Option<Uuid>,
+    status: Option<String>,
+    channel: Option<String>,
+    customer_id: Option<Uuid>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct ListResponse {
+    items: Vec<ConversationView>,
+    next_cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<ListResponse>> {
+    let orgs = scope(&caller, q.org_id)?;
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s @ ("open" | "closed")) => Some(s.to_owned()),
+        Some(_) => return Err(ApiError::validation("status must be open or closed")),
+    };
+    let limit = pagination::limit(q.limit)?;
+    let filter = ConversationFilter {
+        orgs,
+        status,
+        channel: channel_filter(q.channel.as_deref())?,
+        customer_id: q.customer_id,
+        after: q.cursor.as_deref().map(pagination::decode).transpose()?,
+        limit: limit + 1,
+    };
+    let rows = conversations::list(&state.db, &filter).await?;
+    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.updated_at, r.id));
+    Ok(Json(ListResponse {
+        items: rows.into_iter().map(ConversationView::from).collect(),
+        next_cursor,
+    }))
+}
+
+#[derive(Deserialize)]
+struct ShowQuery {
+    /// A message id: return messages older than it.
+    before: Option<Uuid>,
+    limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct MessageView {
+    id: Uuid,
+    direction: String,
+    author: String,
+    author_user_id: Option<Uuid>,
+    body: String,
+    created_at: DateTime<Utc>,
+    /// Outbound messages only.
+    delivery: Option<Delivery>,
+}
+
+#[derive(Debug, Serialize)]
+struct Delivery {
+    status: String,
+    provider_message_id: Option<String>,
+    delivered_at: Option<DateTime<Utc>>,
+    error: Option<String>,
+}
+
+impl From<MessageRow> for MessageView {
+    fn from(m: MessageRow) -> Self {
+        MessageView {
+            delivery: m.delivery_status.map(|status| Delivery {
+                status,
+                provider_message_id: m.provider_message_id,
+                delivered_at: m.delivered_at,
+                error: m.delivery_error,
+            }),
+            id: m.id,
+            direction: m.direction,
+            author: m.author,
+            author_user_id: m.author_user_id,
+            body: m.body,
+            created_at: m.created_at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ShowResponse {
+    #[serde(flatten)]
+    conversation: ConversationView,
+    queue_item: Option<ItemView>,
+    /// Newest first.
+    messages: Vec<MessageView>,
+    /// Pass as `before` for the next older page; absent on the oldest page.
+    next_before: Option<Uuid>,
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<Uuid>,
+    Query(q): Query<ShowQuery>,
+) -> ApiResult<Json<ShowResponse>> {
+    let conversation = conversations::get(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("conversation"))?;
+    caller.role_in(conversation.org_id)?;
+    let limit = pagination::limit(q.limit)?;
+    let mut messages = conversations::messages(&state.db, id, q.before, limit + 1).await?;
+    let more = messages.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    messages.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_before = if more {
+        messages.last().map(|m| m.id)
+    } else {
+        None
+    };
+    let queue_item = match conversations::live_item(&state.db, id).await? {
+        Some(item) => queue::get(&state.db, item).await?.map(ItemView::from),
+        None => None,
+    };
+    Ok(Json(ShowResponse {
+        conversation: conversation.into(),
+        queue_item,
+        messages: messages.into_iter().map(MessageView::from).collect(),
+        next_before,
+    }))
+}

@@ -1,0 +1,477 @@
+//! The expert queue: the console's list, one item, and the expert's actions on it (claim,
+//! release (F3), respond, snooze, resolve, reopen; unclaim and assign). Every query is
+//! scoped to the caller's orgs: another org's item is 403, never 404 or 200. Every action
+//! takes an `Idempotency-Key`.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, Path, Query, RequestId};
+use crate::http::pagination;
+use crate::idempotency::{Begin, Idempotent, KeyGuard};
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use switchboard_domain::{ChannelKind, QueueStatus};
+use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
+use switchboard_flows::faults::Step;
+use switchboard_store::queue::{self, Assigned, ItemFilter, ItemRow, Order};
+use uuid::Uuid;
+
+/// Longest reply accepted, in characters (the channels split what they must).
+const MAX_REPLY_CHARS: usize = 32_000;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/expert-queue", get(list))
+        .route("/expert-queue/{id}", get(show))
+        .route("/expert-queue/{id}/claim", post(claim))
+        .route("/expert-queue/{id}/unclaim", post(unclaim))
+        .route("/expert-queue/{id}/assign", post(assign))
+        .route("/expert-queue/{id}/release", post(release))
+        .route("/expert-queue/{id}/respond", post(respond))
+        .route("/expert-queue/{id}/resolve", post(resolve))
+        .route("/expert-queue/{id}/snooze", post(snooze))
+        .route("/expert-queue/{id}/reopen", post(reopen))
+}
+
+/// A queue item as a console row shows it, with no further request needed.
+#[derive(Debug, Serialize)]
+pub(crate) struct ItemView {
+    id: Uuid,
+    org_id: Uuid,
+    status: QueueStatus,
+    version: i32,
+    channel: ChannelKind,
+    conversation_id: Uuid,
+    customer: CustomerView,
+    last_message: Option<LastMessage>,
+    draft: Option<DraftView>,
+    flagged: bool,
+    claimed_by: Option<Uuid>,
+    snoozed_until: Option<DateTime<Utc>>,
+    sla_due_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+/// Who the conversation is with.
+#[derive(Debug, Serialize)]
+pub(crate) struct CustomerView {
+    pub(crate) id: Uuid,
+    pub(crate) display_name: Option<String>,
+    pub(crate) external_id: String,
+}
+
+/// The last customer message, shortened.
+#[derive(Debug, Serialize)]
+struct LastMessage {
+    preview: String,
+    at: DateTime<Utc>,
+}
+
+/// The agent's current draft.
+#[derive(Debug, Serialize)]
+struct DraftView {
+    id: Option<Uuid>,
+    text: String,
+    confidence: Option<f32>,
+    /// True when the agent failed and this is the stored fallback text.
+    fallback: bool,
+}
+
+impl From<ItemRow> for ItemView {
+    fn from(r: ItemRow) -> Self {
+        ItemView {
+            id: r.id,
+            org_id: r.org_id,
+            status: r.status,
+            version: r.version,
+            channel: r.channel,
+            conversation_id: r.conversation_id,
+            customer: CustomerView {
+                id: r.customer_id,
+                display_name: r.customer_name,
+                external_id: r.customer_external_id,
+            },
+            last_message: r
+                .last_message_preview
+                .zip(r.last_message_at)
+                .map(|(preview, at)| LastMessage { preview, at }),
+            draft: r.draft_body.map(|text| DraftView {
+                id: r.draft_id,
+                text,
+                confidence: r.draft_confidence,
+                fallback: r.draft_fallback,
+            }),
+            flagged: r.flagged_for_review,
+            claimed_by: r.claimed_by,
+            snoozed_until: r.snoozed_until,
+            sla_due_at: r.sla_due_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    org_id: Option<Uuid>,
+    /// One state or several, comma separated; default: every state but resolved.
+    status: Option<String>,
+    channel: Option<String>,
+    flagged: Option<bool>,
+    /// `me`, `unassigned` or a user id.
+    assigned: Option<String>,
+    /// `waiting` (default: longest waiting first) or `recent` (newest activity first).
+    order: Option<String>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct ListResponse {
+    items: Vec<ItemView>,
+    next_cursor: Option<String>,
+}
+
+/// The orgs a list covers: the one asked for (which the caller must belong to), else all
+/// of the caller's.
+pub(crate) fn scope(caller: &Caller, org_id: Option<Uuid>) -> ApiResult<Vec<Uuid>> {
+    match org_id {
+        Some(org) => {
+            caller.role_in(org)?;
+            Ok(vec![org])
+        }
+        None => Ok(caller.org_ids()),
+    }
+}
+
+/// A channel name from a query, or 422.
+pub(crate) fn channel_filter(channel: Option<&str>) -> ApiResult<Option<ChannelKind>> {
+    channel
+        .map(|c| {
+            c.parse().map_err(|()| {
+                ApiError::validation("channel must be one of slack, whatsapp, telegram, email")
+            })
+        })
+        .transpose()
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<ListResponse>> {
+    let orgs = scope(&caller, q.org_id)?;
+    let statuses = match q.status.as_deref() {
+        None | Some("") => Some(
+            QueueStatus::ALL
+                .into_iter()
+                .filter(|s| *s != QueueStatus::Resolved)
+                .collect(),
+        ),
+        Some("all") => None,
+        Some(list) => Some(
+            list.split(',')
+                .map(|s| s.trim().parse::<QueueStatus>())
+                .collect::<Result<Vec<_>, ()>>()
+                .map_err(|()| {
+                    ApiError::validation(
+                        "status must be all, or a comma-separated list of pending, claimed, awaiting_client, snoozed, resolved",
+                    )
+                })?,
+        ),
+    };
+    let assigned =
+        match q.assigned.as_deref() {
+            None | Some("") => Assigned::Any,
+            Some("me") => Assigned::User(caller.user_id),
+            Some("unassigned") => Assigned::Unassigned,
+            Some(other) => Assigned::User(other.parse().map_err(|_| {
+                ApiError::validation("assigned must be me, unassigned or a user id")
+            })?),
+        };
+    let order = match q.order.as_deref() {
+        None | Some("waiting") => Order::Waiting,
+        Some("recent") => Order::Recent,
+        Some(_) => return Err(ApiError::validation("order must be waiting or recent")),
+    };
+    let limit = pagination::limit(q.limit)?;
+    let filter = ItemFilter {
+        orgs,
+        statuses,
+        channel: channel_filter(q.channel.as_deref())?,
+        flagged: q.flagged,
+        assigned,
+        order,
+        after: q.cursor.as_deref().map(pagination::decode).transpose()?,
+        limit: limit + 1,
+    };
+    let rows = queue::list(&state.db, &filter).await?;
+    let (rows, next_cursor) = pagination::page(rows, limit, |r| match order {
+        Order::Waiting => (r.created_at, r.id),
+        Order::Recent => (r.updated_at, r.id),
+    });
+    Ok(Json(ListResponse {
+        items: rows.into_iter().map(ItemView::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// The org of item `id`: 404 when there is no such item, 403 when it is another org's.
+async fn item_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid> {
+    let org = queue::org_of(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("queue item"))?;
+    caller.role_in(org)?;
+    Ok(org)
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<ItemView>> {
+    item_org(&state, &caller, id).await?;
+    let row = queue::get(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("queue item"))?;
+    Ok(Json(row.into()))
+}
+
+#[derive(Deserialize)]
+struct AssignBody {
+    user_id: Uuid,
+}
+
+#[derive(Deserialize, Default)]
+struct ReleaseBody {
+    body: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RespondBody {
+    body: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SnoozeBody {
+    until: Option<DateTime<Utc>>,
+}
+
+/// A reply text as given, or 422.
+fn reply_text(body: Option<String>, required: bool) -> ApiResult<Option<String>> {
+    match body {
+        None if required => Err(ApiError::validation("body is required")),
+        None => Ok(None),
+        Some(text) if text.trim().is_empty() => Err(ApiError::validation("body must not be empty")),
+        Some(text) if text.chars().count() > MAX_REPLY_CHARS => Err(ApiError::validation(format!(
+            "body must be at most {MAX_REPLY_CHARS} characters"
+        ))),
+        Some(text) => Ok(Some(text)),
+    }
+}
+
+async fn claim(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<IgnoredAny>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |_| Ok(Action::Claim)).await
+}
+
+async fn unclaim(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<IgnoredAny>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |_| Ok(Action::Unclaim)).await
+}
+
+async fn assign(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<AssignBody>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |b| {
+        Ok(Action::Assign { user_id: b.user_id })
+    })
+    .await
+}
+
+async fn release(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<ReleaseBody>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |b| {
+        Ok(Action::Release {
+            body: reply_text(b.body.clone(), false)?,
+        })
+    })
+    .await
+}
+
+async fn respond(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<RespondBody>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |b| {
+        Ok(Action::Respond {
+            body: reply_text(b.body.clone(), true)?.unwrap_or_default(),
+        })
+    })
+    .await
+}
+
+async fn resolve(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<IgnoredAny>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |_| Ok(Action::Resolve)).await
+}
+
+async fn snooze(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<SnoozeBody>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |b| match b.until {
+        Some(until) if until > Utc::now() => Ok(Action::Snooze { until }),
+        Some(_) => Err(ApiError::validation("until must be in the future")),
+        None => Err(ApiError::validation("until is required (an RFC 3339 time)")),
+    })
+    .await
+}
+
+async fn reopen(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    req: Idempotent<IgnoredAny>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, req, |_| Ok(Action::Reopen)).await
+}
+
+/// Every action's request: access (404/403), validation, the Idempotency-Key, then one
+/// transaction with the transition, its writes and the stored answer.
+async fn act<T>(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path(id): Path<Uuid>,
+    req: Idempotent<T>,
+    action: impl FnOnce(&T) -> ApiResult<Action>,
+) -> ApiResult<Response> {
+    let org_id = item_org(&state, &caller, id).await?;
+    let actor = Actor {
+        user_id: caller.user_id,
+        role: caller.role_in(org_id)?,
+        request_id,
+    };
+    let action = action(&req.body)?;
+    let guard = match req.begin(&state.db, org_id, caller.user_id).await? {
+        Begin::Answer(response) => return Ok(response),
+        Begin::Run(guard) => guard,
+    };
+    match run(&state, org_id, id, &actor, &action, guard.as_ref()).await {
+        Ok(response) => Ok(response),
+        Err(error) => {
+            if let Some(guard) = guard {
+                guard.fail(&state.db, &error).await;
+            }
+            Err(error)
+        }
+    }
+}
+
+async fn run(
+    state: &AppState,
+    org_id: Uuid,
+    id: Uuid,
+    actor: &Actor,
+    action: &Action,
+    guard: Option<&KeyGuard>,
+) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await.map_err(store)?;
+    let done = expert::apply(&mut tx, &state.flows.faults, org_id, id, actor, action)
+        .await
+        .map_err(refusal)?;
+    let body = answer(&done);
+    if let Some(guard) = guard {
+        guard
+            .complete_in(&mut tx, StatusCode::OK, &body)
+            .await
+            .map_err(ApiError::from)?;
+    }
+    tx.commit().await.map_err(store)?;
+    if done.changed {
+        if let Err(e) = state.flows.faults.check(Step::AfterCommit).await {
+            return Err(ApiError::internal(e));
+        }
+    }
+    expert::after_commit(&state.flows, &done).await;
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+fn answer(done: &Done) -> Value {
+    json!({
+        "item": ItemView::from(done.item.clone()),
+        "message": done.reply.as_ref().map(|r| json!({
+            "id": r.message.id,
+            "author": r.message.author,
+            "body": r.message.body,
+            "delivery_status": r.message.delivery_status,
+            "created_at": r.message.created_at,
+            "outbox_id": r.outbox_id,
+        })),
+    })
+}
+
+fn store(e: sqlx::Error) -> ApiError {
+    switchboard_store::StoreError::from(e).into()
+}
+
+fn refusal(error: ActionError) -> ApiError {
+    match error {
+        ActionError::Conflict(current) => ApiError::conflict(format!(
+            "the item is {} now{}",
+            current.status.as_str(),
+            current
+                .claimed_by
+                .map(|u| format!(", held by {u}"))
+                .unwrap_or_default()
+        ))
+        .with_field("current", json!(current)),
+        ActionError::NotFound => ApiError::not_found("queue item"),
+        ActionError::Forbidden => ApiError::forbidden(),
+        ActionError::Invalid(message) => ApiError::validation(message),
+        ActionError::Store(e) => e.into(),
+        ActionError::Injected(e) => ApiError::internal(e),
+    }
+}

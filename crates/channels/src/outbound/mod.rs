@@ -1,0 +1,396 @@
+//! The outbound half every channel shares: one HTTP call per message part, answered with a
+//! verdict the durable dispatch job can act on (accepted, retry later, give up).
+//!
+//! Nothing here retries or remembers: the caller records each accepted part in Postgres
+//! before sending the next, so a crash or a retry never resends a part the provider
+//! already took. That is also why any 2xx counts as accepted even when its body cannot be
+//! read: calling again would message the customer twice. Reasons end up in logs, the
+//! dead-letter table and the console, so they are redacted of every secret value.
+
+mod email;
+mod slack;
+mod split;
+mod telegram;
+mod twilio;
+
+pub use split::{max_chars, split};
+
+use std::time::Duration;
+
+use reqwest::{Client, RequestBuilder, Response, header::RETRY_AFTER};
+use serde_json::Value;
+use switchboard_store::model::ChannelKind;
+use url::Url;
+
+/// Where each provider's API lives. Named fields rather than four positional `Url`s, so
+/// a test or config typo cannot silently swap two providers.
+#[derive(Debug, Clone)]
+pub struct ProviderBases {
+    /// Slack Web API, normally `https://slack.com/api`.
+    pub slack: Url,
+    /// Twilio REST API, normally `https://api.twilio.com`.
+    pub twilio: Url,
+    /// Telegram Bot API, normally `https://api.telegram.org`.
+    pub telegram: Url,
+    /// Resend API, normally `https://api.resend.com`.
+    pub resend: Url,
+}
+
+/// The provider clients, sharing one connection pool.
+#[derive(Debug, Clone)]
+pub struct Providers {
+    client: Client,
+    slack: Url,
+    twilio: Url,
+    telegram: Url,
+    resend: Url,
+}
+
+/// One part of one outbox message, as the dispatch job holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct PartRequest<'a> {
+    /// Which provider to call.
+    pub channel: ChannelKind,
+    /// The connection's decrypted secrets (see [`crate::secret_fields`]).
+    pub secrets: &'a Value,
+    /// Where to answer, as the inbound parser stored it.
+    pub reply_to: &'a Value,
+    /// The customer on this channel. Today's providers address the customer through
+    /// `reply_to` alone; this is here for callers' logs and for channels that may need it.
+    pub customer_external_id: &'a str,
+    /// This part's text, already within the channel's [`max_chars`].
+    pub text: &'a str,
+    /// Stable across retries of the same outbox row (the outbox id), for providers that
+    /// deduplicate on it.
+    pub idempotency_key: &'a str,
+    /// Zero-based index of this part: only part 0 quotes the customer's message.
+    pub part: usize,
+    /// How many parts the message was split into.
+    pub parts: usize,
+}
+
+/// What became of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartOutcome {
+    /// The provider took the part. `provider_id` is its message id, or empty when the
+    /// provider answered 2xx without a readable one (still accepted: see the module docs).
+    Accepted {
+        /// Slack `ts`, Twilio `sid`, Telegram `message_id`, Resend `id`.
+        provider_id: String,
+    },
+    /// Worth trying again: rate limits, 5xx, timeouts, connection failures.
+    Retry {
+        /// How long the provider asked us to wait, when it said.
+        after: Option<Duration>,
+        /// Why, without secret values.
+        reason: String,
+        /// The HTTP status, when there was a response.
+        status: Option<u16>,
+    },
+    /// Sending again cannot succeed without someone changing something.
+    Permanent {
+        /// Why, without secret values.
+        reason: String,
+        /// The HTTP status, when there was a response.
+        status: Option<u16>,
+    },
+}
+
+/// Why [`Providers::new`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// reqwest could not build its client (e.g. no TLS roots).
+    #[error("building the provider HTTP client")]
+    Client(#[source] reqwest::Error),
+}
+
+/// A request that cannot be made from the stored data; never worth retrying as is.
+#[derive(Debug, thiserror::Error)]
+enum FieldError {
+    #[error("{0} secrets lack a non-empty string `{1}`")]
+    Secret(ChannelKind, &'static str),
+    #[error("{0} reply_to lacks a usable `{1}`")]
+    ReplyTo(ChannelKind, &'static str),
+    #[error("the {0} API base URL cannot take a path")]
+    Base(ChannelKind),
+}
+
+/// A provider's answer, read once, so each channel classifies plain data.
+struct Answer {
+    status: u16,
+    retry_after: Option<Duration>,
+    /// The body as JSON, `Null` when it was not JSON.
+    body: Value,
+    raw: String,
+}
+
+/// What each channel module provides: how to ask, and how to read the answer. `Sync`
+/// because `send_part` holds one across an await and its future must stay `Send`.
+trait Outbound: Sync {
+    fn build(
+        &self,
+        client: &Client,
+        base: &Url,
+        req: &PartRequest<'_>,
+    ) -> Result<RequestBuilder, FieldError>;
+    fn classify(&self, answer: &Answer, req: &PartRequest<'_>) -> PartOutcome;
+}
+
+impl Providers {
+    /// Clients against `bases`, each call bounded by `timeout` so a hung provider turns into
+    /// a retry instead of a stuck job. reqwest is built without a bundled TLS provider: the
+    /// process must have installed one (the binary does at start-up). Redirects are not
+    /// followed: a provider never redirects a send, and following one would replay the
+    /// POST somewhere nobody configured.
+    pub fn new(bases: ProviderBases, timeout: Duration) -> Result<Self, BuildError> {
+        let client = Client::builder()
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(BuildError::Client)?;
+        let ProviderBases {
+            slack,
+            twilio,
+            telegram,
+            resend,
+        } = bases;
+        Ok(Self {
+            client,
+            slack,
+            twilio,
+            telegram,
+            resend,
+        })
+    }
+
+    /// Sends one part. Never panics and never errors: every failure is a verdict.
+    pub async fn send_part(&self, req: &PartRequest<'_>) -> PartOutcome {
+        let (base, api): (&Url, &dyn Outbound) = match req.channel {
+            ChannelKind::Slack => (&self.slack, &slack::Api),
+            ChannelKind::Whatsapp => (&self.twilio, &twilio::Api),
+            ChannelKind::Telegram => (&self.telegram, &telegram::Api),
+            ChannelKind::Email => (&self.resend, &email::Api),
+        };
+        let outcome = match api.build(&self.client, base, req) {
+            Err(e) => PartOutcome::Permanent {
+                reason: e.to_string(),
+                status: None,
+            },
+            Ok(request) => match request.send().await {
+                Ok(response) => api.classify(&Answer::read(response).await, req),
+                Err(e) => transport_failure(req.channel, &e),
+            },
+        };
+        outcome.redacted(req.secrets)
+    }
+}
+
+impl PartOutcome {
+    /// Replaces every secret value in the reason: providers echo request data (Twilio
+    /// names the account in its URLs, Telegram's URL *is* the bot token). Values under 4
+    /// bytes are left alone: replacing them would garble the reason and hide nothing.
+    fn redacted(mut self, secrets: &Value) -> Self {
+        if let Self::Retry { reason, .. } | Self::Permanent { reason, .. } = &mut self {
+            let values = secrets.as_object().into_iter().flat_map(|o| o.values());
+            for secret in values.filter_map(Value::as_str).filter(|s| s.len() >= 4) {
+                *reason = reason.replace(secret, "[redacted]");
+            }
+        }
+        self
+    }
+}
+
+impl Answer {
+    async fn read(response: Response) -> Self {
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let raw = response.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
+        Self {
+            status,
+            retry_after,
+            body,
+            raw,
+        }
+    }
+
+    fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The common reading of a failed call: 429, 408 and 5xx are worth retrying, any other
+    /// status will fail the same way again. `detail` is the provider's own words.
+    fn failure(&self, channel: ChannelKind, detail: &str) -> PartOutcome {
+        let status = Some(self.status);
+        let reason = format!("{channel} answered HTTP {}: {detail}", self.status);
+        match self.status {
+            408 | 429 | 500..=599 => PartOutcome::Retry {
+                after: self.retry_after,
+                reason,
+                status,
+            },
+            _ => PartOutcome::Permanent { reason, status },
+        }
+    }
+
+    /// The start of the raw body, for providers whose error has no structured message.
+    fn snippet(&self) -> String {
+        let text = self.raw.trim();
+        if text.is_empty() {
+            "(empty body)".to_owned()
+        } else {
+            text.chars().take(200).collect()
+        }
+    }
+}
+
+/// Timeouts and connection failures might succeed next time. The URL is left out of the
+/// reason because Telegram's carries the bot token.
+fn transport_failure(channel: ChannelKind, error: &reqwest::Error) -> PartOutcome {
+    let what = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else {
+        "failed"
+    };
+    let mut reason = format!("{channel} request {what}");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        reason.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    PartOutcome::Retry {
+        after: None,
+        reason,
+        status: None,
+    }
+}
+
+/// `base` + `segments`, whether or not the base ends with a slash (`Url::join` would drop
+/// the base's last segment, e.g. Slack's `/api`). Segments are percent-encoded.
+fn endpoint(channel: ChannelKind, base: &Url, segments: &[&str]) -> Result<Url, FieldError> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| FieldError::Base(channel))?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url)
+}
+
+/// A required secret, as a non-empty string.
+fn secret<'a>(req: &PartRequest<'a>, field: &'static str) -> Result<&'a str, FieldError> {
+    non_empty(req.secrets, field).ok_or(FieldError::Secret(req.channel, field))
+}
+
+/// A required `reply_to` field, as a non-empty string.
+fn reply_str<'a>(req: &PartRequest<'a>, field: &'static str) -> Result<&'a str, FieldError> {
+    non_empty(req.reply_to, field).ok_or(FieldError::ReplyTo(req.channel, field))
+}
+
+fn non_empty<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object
+        .get(field)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// What the channel tests share: a fake provider, a request and a dead address.
+#[cfg(test)]
+mod testkit {
+    use super::*;
+    use wiremock::{Mock, MockServer, Request, ResponseTemplate, matchers::any};
+
+    pub use serde_json::json;
+    pub use wiremock::ResponseTemplate as Reply;
+
+    /// A fake provider answering every request with `reply`.
+    pub async fn provider(reply: ResponseTemplate) -> MockServer {
+        let server = MockServer::start().await;
+        Mock::given(any()).respond_with(reply).mount(&server).await;
+        server
+    }
+
+    /// The one request the fake provider received.
+    pub async fn only_request(server: &MockServer) -> Request {
+        let mut got = server.received_requests().await.expect("recording is on");
+        assert_eq!(got.len(), 1, "exactly one call per part");
+        got.remove(0)
+    }
+
+    /// Every provider at `base` (the fake's URI plus whatever path prefix the test wants).
+    pub fn providers(base: &str) -> Providers {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = Url::parse(base).expect("base url");
+        let bases = ProviderBases {
+            slack: url.clone(),
+            twilio: url.clone(),
+            telegram: url.clone(),
+            resend: url,
+        };
+        Providers::new(bases, Duration::from_millis(500)).expect("client")
+    }
+
+    /// An address nothing listens on: a port the OS just handed out and took back.
+    pub fn closed_base() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        format!("http://127.0.0.1:{port}")
+    }
+
+    /// Part 0 of 1 of outbox message `outbox-1`.
+    pub fn part<'a>(
+        channel: ChannelKind,
+        secrets: &'a Value,
+        reply_to: &'a Value,
+        text: &'a str,
+    ) -> PartRequest<'a> {
+        PartRequest {
+            channel,
+            secrets,
+            reply_to,
+            customer_external_id: "customer-1",
+            text,
+            idempotency_key: "outbox-1",
+            part: 0,
+            parts: 1,
+        }
+    }
+
+    pub fn header<'r>(request: &'r Request, name: &str) -> &'r str {
+        request
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    /// The dispatch job spawns sends, so the future must be `Send`; this fails to compile
+    /// otherwise.
+    #[test]
+    fn send_part_future_is_send() {
+        fn is_send<T: Send>(_: &T) {}
+        let p = providers("http://127.0.0.1:9");
+        let (secrets, reply_to) = (json!({}), json!({}));
+        let req = part(ChannelKind::Slack, &secrets, &reply_to, "hi");
+        is_send(&p.send_part(&req));
+    }
+
+    /// The outcome flattened for one-line assertions: kind, after (seconds), status, reason.
+    pub fn verdict(outcome: &PartOutcome) -> (&'static str, Option<u64>, Option<u16>, &str) {
+        match outcome {
+            PartOutcome::Accepted { provider_id } => ("accepted", None, None, provider_id),
+            PartOutcome::Retry {
+                after,
+                reason,
+                status,
+            } => ("retry", after.map(|d| d.as_secs()), *status, reason),
+            PartOutcome::Permanent { reason, status } => ("permanent", None, *status, reason),
+        }
+    }
+}

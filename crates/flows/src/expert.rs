@@ -1,0 +1,385 @@
+//! The expert's actions on a queue item, F3 release among them. Each is one atomic
+//! `UPDATE … WHERE <allowed states> RETURNING` (AA5) inside the caller's transaction,
+//! followed by what the action writes with it: for release and respond the outbound message
+//! and its outbox row (SPEC §2), for every action the audit row and the realtime events. The
+//! caller commits (with the Idempotency-Key's response), then calls [`after_commit`].
+//!
+//! The state machine (docs/ARCHITECTURE.md draws it):
+//!
+//! | action   | from                                   | to              | who                         |
+//! |----------|----------------------------------------|-----------------|-----------------------------|
+//! | claim    | pending                                | claimed (me)    | any member; again = no-op   |
+//! | unclaim  | claimed                                | pending         | the holder, or an admin     |
+//! | assign   | pending, claimed                       | claimed (user)  | admins                      |
+//! | release  | pending, claimed                       | awaiting_client | not held by someone else    |
+//! | respond  | pending, claimed                       | awaiting_client | not held by someone else    |
+//! | snooze   | pending, claimed, awaiting_client      | snoozed         | not held by someone else    |
+//! | resolve  | pending, claimed, awaiting_client, snoozed | resolved    | not held by someone else, or an admin |
+//! | reopen   | awaiting_client, snoozed, resolved     | pending         | any member                  |
+//!
+//! F2 (a new customer message) moves awaiting_client and snoozed back to pending.
+
+use crate::Deps;
+use crate::faults::{Faults, Injected, Step};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+use switchboard_domain::events::{
+    AgentMessageSent, MessageCreated, MessageSummary, QueueItemEvent,
+};
+use switchboard_domain::{EventKind, QueueStatus, Role};
+use switchboard_store::audit::{self, Actor as AuditActor};
+use switchboard_store::outbox::{self, ReplyAuthor};
+use switchboard_store::queue::{self, Current, ItemRow, Transition};
+use switchboard_store::{StoreError, event_outbox};
+use uuid::Uuid;
+
+use QueueStatus::{AwaitingClient, Claimed, Pending, Resolved, Snoozed};
+
+/// What an expert (or admin) asks of an item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Take the item.
+    Claim,
+    /// Give it back.
+    Unclaim,
+    /// Give it to a member (admins).
+    Assign {
+        /// The new holder.
+        user_id: Uuid,
+    },
+    /// Send the draft, or the edited `body` (F3).
+    Release {
+        /// The edited reply; the draft when absent.
+        body: Option<String>,
+    },
+    /// Send the expert's own reply instead of the draft.
+    Respond {
+        /// The reply.
+        body: String,
+    },
+    /// Close the item.
+    Resolve,
+    /// Put it aside until a time.
+    Snooze {
+        /// When it comes back.
+        until: DateTime<Utc>,
+    },
+    /// Bring it back to pending.
+    Reopen,
+}
+
+impl Action {
+    /// The action's name in audit rows and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Claim => "claim",
+            Action::Unclaim => "unclaim",
+            Action::Assign { .. } => "assign",
+            Action::Release { .. } => "release",
+            Action::Respond { .. } => "respond",
+            Action::Resolve => "resolve",
+            Action::Snooze { .. } => "snooze",
+            Action::Reopen => "reopen",
+        }
+    }
+
+    /// The states the action may start from.
+    pub fn from(&self) -> &'static [QueueStatus] {
+        match self {
+            Action::Claim => &[Pending],
+            Action::Unclaim => &[Claimed],
+            Action::Assign { .. } | Action::Release { .. } | Action::Respond { .. } => {
+                &[Pending, Claimed]
+            }
+            Action::Snooze { .. } => &[Pending, Claimed, AwaitingClient],
+            Action::Resolve => &[Pending, Claimed, AwaitingClient, Snoozed],
+            Action::Reopen => &[AwaitingClient, Snoozed, Resolved],
+        }
+    }
+
+    /// The state the action leads to.
+    pub fn to(&self) -> QueueStatus {
+        match self {
+            Action::Claim | Action::Assign { .. } => Claimed,
+            Action::Unclaim | Action::Reopen => Pending,
+            Action::Release { .. } | Action::Respond { .. } => AwaitingClient,
+            Action::Snooze { .. } => Snoozed,
+            Action::Resolve => Resolved,
+        }
+    }
+}
+
+/// Who acts.
+#[derive(Debug, Clone)]
+pub struct Actor {
+    /// The user.
+    pub user_id: Uuid,
+    /// Their role in the item's org.
+    pub role: Role,
+    /// The request's `x-request-id`, for the audit row.
+    pub request_id: Option<String>,
+}
+
+/// Why an action was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// The item is not in a state the action allows (or someone else holds it).
+    #[error("the item is {} (version {})", .0.status.as_str(), .0.version)]
+    Conflict(Current),
+    /// The item does not exist (any more) in this org.
+    #[error("queue item not found")]
+    NotFound,
+    /// The role may not do this.
+    #[error("only an org admin may do this")]
+    Forbidden,
+    /// The request cannot be carried out as given.
+    #[error("{0}")]
+    Invalid(&'static str),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A test's injected fault.
+    #[error(transparent)]
+    Injected(#[from] Injected),
+}
+
+impl From<sqlx::Error> for ActionError {
+    fn from(e: sqlx::Error) -> Self {
+        ActionError::Store(StoreError::Sqlx(e))
+    }
+}
+
+/// The reply an action queued for delivery.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The outbound message.
+    pub message: MessageSummary,
+    /// Its outbox row.
+    pub outbox_id: Uuid,
+}
+
+/// What an action did.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// The item afterwards, as a console row.
+    pub item: ItemRow,
+    /// The reply, for release and respond.
+    pub reply: Option<Reply>,
+    /// False when nothing changed (claiming an item one already holds).
+    pub changed: bool,
+}
+
+/// Carries out `action` on item `item_id` of `org_id` inside `tx`; nothing is committed.
+pub async fn apply(
+    tx: &mut PgConnection,
+    faults: &Faults,
+    org_id: Uuid,
+    item_id: Uuid,
+    actor: &Actor,
+    action: &Action,
+) -> Result<Done, ActionError> {
+    let admin = actor.role == Role::Admin;
+    let holder = match action {
+        Action::Claim => Some(actor.user_id),
+        Action::Assign { user_id } => {
+            if !admin {
+                return Err(ActionError::Forbidden);
+            }
+            let member: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM org_members WHERE org_id = $1 AND user_id = $2)",
+            )
+            .bind(org_id)
+            .bind(user_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            if !member {
+                return Err(ActionError::Invalid("user_id is not a member of this org"));
+            }
+            Some(*user_id)
+        }
+        _ => None,
+    };
+    let reply = match action {
+        Action::Release { body } => body.as_deref(),
+        Action::Respond { body } => Some(body.as_str()),
+        _ => None,
+    };
+    // Admins may unclaim or resolve what someone else holds; nobody releases it for them.
+    let guard = match action {
+        Action::Unclaim | Action::Resolve if admin => None,
+        Action::Assign { .. } | Action::Reopen => None,
+        _ => Some(actor.user_id),
+    };
+    let needs_reply = matches!(action, Action::Release { .. } | Action::Respond { .. });
+    let transition = Transition {
+        org_id,
+        id: item_id,
+        from: action.from(),
+        to: action.to(),
+        holder,
+        snoozed_until: match action {
+            Action::Snooze { until } => Some(*until),
+            _ => None,
+        },
+        not_held_by_other_than: guard,
+        reply,
+        needs_reply,
+    };
+    let updated = match queue::transition(&mut *tx, &transition).await {
+        Ok(updated) => updated,
+        // Reopening a resolved item while the conversation has a newer live one.
+        Err(StoreError::Conflict) => return refused(tx, org_id, item_id, actor, action).await,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(updated) = updated else {
+        return refused(tx, org_id, item_id, actor, action).await;
+    };
+    faults.check(Step::AfterTransition).await?;
+
+    let mut events: Vec<(EventKind, Value)> = Vec::new();
+    let mut reply_out = None;
+    if needs_reply {
+        let body = updated.reply.clone().unwrap_or_default();
+        let author = match action {
+            Action::Release { body: None } => ReplyAuthor::Agent,
+            Action::Release { body: Some(b) } if Some(b) == updated.draft_body.as_ref() => {
+                ReplyAuthor::Agent
+            }
+            _ => ReplyAuthor::Expert,
+        };
+        let message = outbox::insert_reply(
+            &mut *tx,
+            updated.conversation_id,
+            author,
+            actor.user_id,
+            &body,
+        )
+        .await?;
+        faults.check(Step::AfterMessage).await?;
+        let outbox_id =
+            outbox::insert(&mut *tx, updated.conversation_id, message.id, &body).await?;
+        faults.check(Step::AfterOutbox).await?;
+        let summary = MessageSummary {
+            id: message.id,
+            author: match author {
+                ReplyAuthor::Agent => "agent".into(),
+                ReplyAuthor::Expert => "expert".into(),
+            },
+            body,
+            delivery_status: Some("queued".into()),
+            created_at: message.created_at,
+        };
+        events.push((
+            EventKind::MessageCreated,
+            to_value(&MessageCreated {
+                conversation_id: updated.conversation_id,
+                message_id: message.id,
+            }),
+        ));
+        events.push((
+            EventKind::AgentMessageSent,
+            to_value(&AgentMessageSent {
+                queue_item_id: updated.id,
+                conversation_id: updated.conversation_id,
+                message: summary.clone(),
+            }),
+        ));
+        reply_out = Some(Reply {
+            message: summary,
+            outbox_id,
+        });
+    }
+    let mut details = json!({"to": updated.status.as_str(), "version": updated.version});
+    if let Some(r) = &reply_out {
+        details["message_id"] = json!(r.message.id);
+        details["outbox_id"] = json!(r.outbox_id);
+    }
+    if let Action::Assign { user_id } = action {
+        details["assignee"] = json!(user_id);
+    }
+    audit::record(
+        &mut *tx,
+        AuditActor {
+            org_id: Some(org_id),
+            user_id: Some(actor.user_id),
+            request_id: actor.request_id.as_deref(),
+        },
+        &format!("queue_item.{}", action.name()),
+        Some(("expert_queue", item_id)),
+        details,
+    )
+    .await?;
+    faults.check(Step::AfterAudit).await?;
+    events.insert(
+        0,
+        (
+            EventKind::QueueItemUpdated,
+            to_value(&QueueItemEvent {
+                id: updated.id,
+                conversation_id: updated.conversation_id,
+                status: updated.status,
+                version: updated.version,
+                claimed_by: updated.claimed_by,
+                flagged_for_review: updated.flagged_for_review,
+            }),
+        ),
+    );
+    event_outbox::enqueue(&mut *tx, org_id, &events).await?;
+    faults.check(Step::AfterEvents).await?;
+    let item = queue::get(&mut *tx, item_id)
+        .await?
+        .ok_or(ActionError::NotFound)?;
+    Ok(Done {
+        item,
+        reply: reply_out,
+        changed: true,
+    })
+}
+
+/// Explains why a transition matched no row: the item is gone, or it is in another state
+/// (a conflict carrying its state now), except that claiming an item one already holds (a
+/// repeated click) is a success that changes nothing.
+async fn refused(
+    tx: &mut PgConnection,
+    org_id: Uuid,
+    item_id: Uuid,
+    actor: &Actor,
+    action: &Action,
+) -> Result<Done, ActionError> {
+    let current = queue::current(&mut *tx, org_id, item_id)
+        .await?
+        .ok_or(ActionError::NotFound)?;
+    if *action == Action::Claim
+        && current.status == Claimed
+        && current.claimed_by == Some(actor.user_id)
+    {
+        let item = queue::get(&mut *tx, item_id)
+            .await?
+            .ok_or(ActionError::NotFound)?;
+        return Ok(Done {
+            item,
+            reply: None,
+            changed: false,
+        });
+    }
+    Err(ActionError::Conflict(current))
+}
+
+/// After the commit: push the reply's `channel-outbound` job (the outbox sweeper covers a
+/// failed push) and wake the realtime relay.
+pub async fn after_commit(deps: &Deps, done: &Done) {
+    if !done.changed {
+        return;
+    }
+    if let Some(reply) = &done.reply {
+        if let Err(e) = deps.outbound.push_rows(&[reply.outbox_id]).await {
+            tracing::warn!(outbox_id = %reply.outbox_id, error = %e, "could not push the outbound job; the outbox sweeper will");
+        }
+    }
+    deps.emitter.wake();
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}

@@ -1,0 +1,432 @@
+//! The realtime relay: committed events go from the event outbox to the org's numbered log
+//! (`events`) and out to sockets on every pod.
+//!
+//! Flows store their events in `event_outbox` inside the transaction that causes them, so
+//! an event exists exactly when its cause committed, and a pod killed right after a commit
+//! loses nothing: any pod's relay delivers it. The relay runs on every pod, one at a time
+//! across pods (a session advisory lock held from numbering through publishing), so numbers
+//! are gap-free and published in order:
+//!
+//! 1. publish what an earlier relay numbered but did not publish (it died, or its publish
+//!    failed): `org_event_seq.published_seq < seq`;
+//! 2. take a batch of the outbox (oldest first), number it per org and store it in
+//!    `events` in one transaction ([`events::append_in`]);
+//! 3. publish the batch through the Redis adapter in order, then record `published_seq`.
+//!
+//! A commit wakes its own pod's relay at once ([`Emitter::wake`]); a relay that finds the
+//! lock taken tries again shortly (the holder may have read the outbox before this commit),
+//! and every pod also polls, which catches the events of a pod that died before waking
+//! anyone. Delivery on the wire is at-least-once per socket and best effort across
+//! disconnects; `GET /events` fills any gap.
+
+use crate::Adapter;
+use crate::events;
+use crate::handshake::org_room;
+use serde_json::Value;
+use socketioxide::{BroadcastError, SocketIo};
+use sqlx::Acquire;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use switchboard_domain::{Emitter, EventKind};
+use switchboard_store::{PgPool, event_outbox};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+/// The advisory lock every pod's relay takes (one relay at a time per database).
+const RELAY_LOCK: i64 = 0x5b_7e1a_0001;
+/// Most outbox rows one relay cycle moves.
+const BATCH: i64 = 500;
+/// A cross-pod publish slower than this is given up; the event is delivered locally.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
+/// While another pod's relay holds the lock, how often and how long to try again.
+const BUSY_RETRY: Duration = Duration::from_millis(2);
+const BUSY_ATTEMPTS: u32 = 250;
+/// Events waiting for the emit writer.
+const EMIT_DEPTH: usize = 4096;
+
+/// Publishes numbered events to the org's room on every pod.
+pub(crate) struct Publisher {
+    pub(crate) io: SocketIo<Adapter>,
+}
+
+impl Publisher {
+    /// Publishes through the adapter. The adapter publishes before it delivers locally, so
+    /// when the publish fails (Redis away) this pod's own sockets are served directly: local
+    /// delivery never depends on Redis.
+    async fn broadcast(&self, org_id: Uuid, event: &str, data: &Value) {
+        let room = org_room(org_id);
+        let Some(ns) = self.io.of("/") else {
+            tracing::debug!(event, "sockets closed; event kept for GET /events");
+            return;
+        };
+        let event = event.to_owned();
+        let error =
+            match tokio::time::timeout(PUBLISH_TIMEOUT, ns.to(room.clone()).emit(&event, data))
+                .await
+            {
+                Ok(Ok(())) => {
+                    metrics::counter!("realtime_emits_total", "event" => metric_name(&event))
+                        .increment(1);
+                    return;
+                }
+                // The publish went out; some local socket could not take it (closing, full).
+                Ok(Err(BroadcastError::Socket(errors))) => {
+                    tracing::debug!(?errors, "some local sockets missed an event");
+                    metrics::counter!("realtime_emits_total", "event" => metric_name(&event))
+                        .increment(1);
+                    return;
+                }
+                Ok(Err(e @ BroadcastError::Serialize(_))) => {
+                    tracing::error!(event, error = %e, "realtime event could not be encoded");
+                    return;
+                }
+                Ok(Err(BroadcastError::Adapter(e))) => e.to_string(),
+                Err(_) => format!("publish timed out after {PUBLISH_TIMEOUT:?}"),
+            };
+        metrics::counter!("realtime_adapter_errors_total", "op" => "publish").increment(1);
+        tracing::warn!(event, %error, "cross-pod publish failed; delivering to this pod's sockets only");
+        if let Some(ns) = self.io.of("/") {
+            match ns.local().to(room).emit(&event, data).await {
+                Ok(()) | Err(BroadcastError::Socket(_)) => {
+                    metrics::counter!("realtime_emits_total", "event" => metric_name(&event))
+                        .increment(1);
+                }
+                Err(e) => tracing::warn!(event, error = %e, "local delivery failed"),
+            }
+        }
+    }
+}
+
+/// Event names as metric labels, from the fixed set only.
+fn metric_name(event: &str) -> &'static str {
+    event
+        .parse::<EventKind>()
+        .map_or("other", EventKind::as_str)
+}
+
+/// What one relay cycle did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cycle {
+    /// Another pod's relay holds the lock.
+    Busy,
+    /// Moved and published this many outbox rows (and any left-over numbered events).
+    Moved(usize),
+}
+
+/// One numbered event on its way to the sockets.
+struct Numbered {
+    org_id: Uuid,
+    seq: i64,
+    event: String,
+    payload: Value,
+}
+
+/// The relay of one pod.
+pub(crate) struct Relay {
+    pub(crate) db: PgPool,
+    pub(crate) publisher: Publisher,
+    pub(crate) wake: Notify,
+    pub(crate) poll: Duration,
+}
+
+impl Relay {
+    /// Runs cycles until the outbox is empty (or another pod's relay keeps the lock longer
+    /// than [`BUSY_ATTEMPTS`] tries, in which case that relay or the next poll takes over).
+    pub(crate) async fn drain(&self) {
+        let mut busy = 0;
+        loop {
+            match self.cycle().await {
+                Ok(Cycle::Moved(n)) if n > 0 => busy = 0,
+                Ok(Cycle::Moved(_)) => return,
+                Ok(Cycle::Busy) => {
+                    busy += 1;
+                    if busy >= BUSY_ATTEMPTS {
+                        return;
+                    }
+                    tokio::time::sleep(BUSY_RETRY).await;
+                }
+                Err(error) => {
+                    metrics::counter!("realtime_relay_errors_total").increment(1);
+                    tracing::warn!(%error, "realtime relay cycle failed; the next one retries");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One cycle under the lock. The lock is a session lock on a pooled connection; on any
+    /// error the connection is closed rather than returned, so the lock never outlives it.
+    async fn cycle(&self) -> Result<Cycle, sqlx::Error> {
+        let mut conn = self.db.acquire().await?;
+        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(RELAY_LOCK)
+            .fetch_one(&mut *conn)
+            .await?;
+        if !locked {
+            return Ok(Cycle::Busy);
+        }
+        let result = self.locked_cycle(&mut conn).await;
+        let unlocked = match &result {
+            Ok(_) => sqlx::query_scalar::<_, bool>("SELECT pg_advisory_unlock($1)")
+                .bind(RELAY_LOCK)
+                .fetch_one(&mut *conn)
+                .await
+                .ok(),
+            Err(_) => None,
+        };
+        if unlocked != Some(true) {
+            // Closing the session releases its lock on the server.
+            drop(conn.detach());
+        }
+        result
+    }
+
+    async fn locked_cycle(&self, conn: &mut sqlx::PgConnection) -> Result<Cycle, sqlx::Error> {
+        let mut out = self.unpublished(conn).await?;
+        let mut tx = conn.begin().await?;
+        let mut rows: Vec<(i64, Uuid, String, Value)> = sqlx::query_as(
+            "DELETE FROM event_outbox WHERE id IN (
+               SELECT id FROM event_outbox ORDER BY id LIMIT $1)
+             RETURNING id, org_id, event, payload",
+        )
+        .bind(BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        rows.sort_by_key(|r| r.0);
+        let moved = rows.len();
+        let mut orgs: Vec<Uuid> = Vec::new();
+        for (_, org, _, _) in &rows {
+            if !orgs.contains(org) {
+                orgs.push(*org);
+            }
+        }
+        for org_id in orgs {
+            let group: Vec<(&str, &Value)> = rows
+                .iter()
+                .filter(|r| r.1 == org_id)
+                .map(|r| (r.2.as_str(), &r.3))
+                .collect();
+            let appended = events::append_in(&mut tx, org_id, &group).await?;
+            for ((event, payload), a) in group.into_iter().zip(appended) {
+                if a.fresh {
+                    out.push(Numbered {
+                        org_id,
+                        seq: a.seq,
+                        event: event.to_owned(),
+                        payload: payload.clone(),
+                    });
+                }
+            }
+        }
+        tx.commit().await?;
+        self.publish(conn, out).await?;
+        Ok(Cycle::Moved(moved))
+    }
+
+    /// Events an earlier relay numbered but did not publish.
+    async fn unpublished(
+        &self,
+        conn: &mut sqlx::PgConnection,
+    ) -> Result<Vec<Numbered>, sqlx::Error> {
+        let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
+            "SELECT e.org_id, e.seq, e.event, e.payload
+             FROM org_event_seq s JOIN events e ON e.org_id = s.org_id AND e.seq > s.published_seq
+             WHERE s.published_seq < s.seq
+             ORDER BY e.org_id, e.seq LIMIT $1",
+        )
+        .bind(BATCH)
+        .fetch_all(&mut *conn)
+        .await?;
+        if !rows.is_empty() {
+            tracing::info!(
+                count = rows.len(),
+                "realtime relay publishing events a previous relay left"
+            );
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(org_id, seq, event, payload)| Numbered {
+                org_id,
+                seq,
+                event,
+                payload,
+            })
+            .collect())
+    }
+
+    /// Publishes in order, then records how far each org's log is published.
+    async fn publish(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        events: Vec<Numbered>,
+    ) -> Result<(), sqlx::Error> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut published: Vec<(Uuid, i64)> = Vec::new();
+        for e in &events {
+            let data = events::wire_payload(e.org_id, e.seq, &e.payload);
+            self.publisher.broadcast(e.org_id, &e.event, &data).await;
+            match published.iter_mut().find(|(org, _)| *org == e.org_id) {
+                Some(entry) => entry.1 = entry.1.max(e.seq),
+                None => published.push((e.org_id, e.seq)),
+            }
+        }
+        let (orgs, seqs): (Vec<Uuid>, Vec<i64>) = published.into_iter().unzip();
+        sqlx::query(
+            "UPDATE org_event_seq s SET published_seq = GREATEST(s.published_seq, t.seq)
+             FROM UNNEST($1::uuid[], $2::bigint[]) AS t(org_id, seq) WHERE s.org_id = t.org_id",
+        )
+        .bind(&orgs)
+        .bind(&seqs)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+}
+
+/// An event emitted outside any business transaction.
+#[derive(Debug)]
+struct Pending {
+    org_id: Uuid,
+    event: EventKind,
+    payload: Value,
+}
+
+/// The pod's [`Emitter`]: wakes the relay, and stores out-of-transaction emits in call
+/// order through one writer task.
+pub(crate) struct RealtimeEmitter {
+    relay: Arc<Relay>,
+    tx: mpsc::Sender<Pending>,
+    rx: Mutex<Option<mpsc::Receiver<Pending>>>,
+    tracker: TaskTracker,
+}
+
+impl RealtimeEmitter {
+    pub(crate) fn new(relay: Arc<Relay>, tracker: TaskTracker) -> Self {
+        let (tx, rx) = mpsc::channel(EMIT_DEPTH);
+        Self {
+            relay,
+            tx,
+            rx: Mutex::new(Some(rx)),
+            tracker,
+        }
+    }
+
+    /// Starts the relay loop and the emit writer (once). The relay makes one last pass
+    /// after `token` is cancelled, so what the pod committed while draining still goes out.
+    pub(crate) fn spawn(&self, token: &CancellationToken) {
+        let Some(mut rx) = self
+            .rx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        let relay = self.relay.clone();
+        let stop = token.clone();
+        self.tracker.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = relay.wake.notified() => {}
+                    () = tokio::time::sleep(relay.poll) => {}
+                }
+                relay.drain().await;
+            }
+            relay.drain().await;
+        });
+        let relay = self.relay.clone();
+        let stop = token.clone();
+        self.tracker.spawn(async move {
+            loop {
+                let first = tokio::select! {
+                    biased;
+                    next = rx.recv() => match next {
+                        Some(first) => first,
+                        None => break,
+                    },
+                    // Stop taking emits; what is queued is still stored below.
+                    () = stop.cancelled() => {
+                        rx.close();
+                        continue;
+                    }
+                };
+                let mut batch = vec![first];
+                while batch.len() < 256 {
+                    match rx.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
+                    }
+                }
+                let rows: Vec<(Uuid, EventKind, Value)> = batch
+                    .into_iter()
+                    .map(|p| (p.org_id, p.event, p.payload))
+                    .collect();
+                store_with_retry(&relay.db, &rows).await;
+                relay.wake.notify_one();
+            }
+        });
+    }
+}
+/// Pauses between attempts to store emitted events (Postgres failing over).
+const STORE_BACKOFF: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+];
+
+async fn store_with_retry(db: &PgPool, rows: &[(Uuid, EventKind, Value)]) {
+    let mut attempt = 0;
+    loop {
+        match event_outbox::enqueue_many(db, rows).await {
+            Ok(()) => return,
+            Err(error) => match STORE_BACKOFF.get(attempt) {
+                Some(pause) => {
+                    tracing::warn!(count = rows.len(), %error, "storing emitted events failed; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(*pause).await;
+                }
+                None => {
+                    metrics::counter!("realtime_events_dropped_total").increment(rows.len() as u64);
+                    tracing::error!(count = rows.len(), %error, "emitted events dropped: they could not be stored");
+                    return;
+                }
+            },
+        }
+    }
+}
+
+impl Emitter for RealtimeEmitter {
+    fn emit(&self, org_id: Uuid, event: EventKind, payload: Value) {
+        let pending = Pending {
+            org_id,
+            event,
+            payload,
+        };
+        if let Err(e) = self.tx.try_send(pending) {
+            // Full or closed: store it from a task of its own (order within a burst that
+            // overflows the writer is not kept; the seq still orders what clients see).
+            metrics::counter!("realtime_emit_overflow_total").increment(1);
+            let pending = match e {
+                mpsc::error::TrySendError::Full(p) | mpsc::error::TrySendError::Closed(p) => p,
+            };
+            let relay = self.relay.clone();
+            self.tracker.spawn(async move {
+                store_with_retry(
+                    &relay.db,
+                    &[(pending.org_id, pending.event, pending.payload)],
+                )
+                .await;
+                relay.wake.notify_one();
+            });
+        }
+    }
+
+    fn wake(&self) {
+        self.relay.wake.notify_one();
+    }
+}

@@ -1,0 +1,243 @@
+//! The expert queue (`expert_queue`): the console's list, one item, and the state
+//! transitions, each a single `UPDATE … WHERE <expected state> RETURNING` (AA5).
+
+use crate::StoreError;
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, PgPool};
+use switchboard_domain::{ChannelKind, QueueStatus};
+use uuid::Uuid;
+
+/// One queue item with what a console row shows: its conversation's channel and customer,
+/// the last customer message and the current draft.
+#[allow(missing_docs)] // the columns and parameters the statements below name
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ItemRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub conversation_id: Uuid,
+    pub status: QueueStatus,
+    pub version: i32,
+    pub channel: ChannelKind,
+    pub customer_id: Uuid,
+    pub customer_name: Option<String>,
+    pub customer_external_id: String,
+    pub last_message_preview: Option<String>,
+    pub last_message_at: Option<DateTime<Utc>>,
+    pub draft_id: Option<Uuid>,
+    pub draft_body: Option<String>,
+    pub draft_confidence: Option<f32>,
+    pub draft_fallback: bool,
+    pub flagged_for_review: bool,
+    pub claimed_by: Option<Uuid>,
+    pub snoozed_until: Option<DateTime<Utc>>,
+    pub sla_due_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const ITEM_SELECT: &str = "
+SELECT q.id, q.org_id, q.conversation_id, q.status, q.version, c.channel,
+       cu.id AS customer_id, cu.display_name AS customer_name, cu.external_id AS customer_external_id,
+       lm.body AS last_message_preview, lm.created_at AS last_message_at,
+       q.draft_id, q.draft_body, q.draft_confidence, COALESCE(d.fallback, false) AS draft_fallback,
+       q.flagged_for_review, q.claimed_by, q.snoozed_until, q.sla_due_at, q.created_at, q.updated_at
+FROM expert_queue q
+JOIN conversations c ON c.id = q.conversation_id
+JOIN customers cu ON cu.id = c.customer_id
+LEFT JOIN drafts d ON d.id = q.draft_id
+LEFT JOIN LATERAL (
+  SELECT left(m.body, 280) AS body, m.created_at FROM messages m
+  WHERE m.conversation_id = q.conversation_id AND m.direction = 'inbound'
+  ORDER BY m.created_at DESC, m.id DESC LIMIT 1) lm ON true";
+
+/// Which items a list shows by holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assigned {
+    /// Any holder or none.
+    Any,
+    /// Only items nobody holds.
+    Unassigned,
+    /// Only items this user holds.
+    User(Uuid),
+}
+
+/// The list's order. Both are keyset-paginated on an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Longest waiting first: `(created_at, id)` ascending. Stable while items arrive or
+    /// change, since neither key ever changes.
+    Waiting,
+    /// Newest activity first: `(updated_at, id)` descending.
+    Recent,
+}
+
+/// A list query; `after` is the sort key of the last item of the previous page.
+#[allow(missing_docs)] // the columns and parameters the statements below name
+#[derive(Debug, Clone)]
+pub struct ItemFilter {
+    pub orgs: Vec<Uuid>,
+    pub statuses: Option<Vec<QueueStatus>>,
+    pub channel: Option<ChannelKind>,
+    pub flagged: Option<bool>,
+    pub assigned: Assigned,
+    pub order: Order,
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+    pub limit: i64,
+}
+
+/// One page of items, in the filter's order.
+pub async fn list(pool: &PgPool, filter: &ItemFilter) -> Result<Vec<ItemRow>, StoreError> {
+    let (cursor, order) = match filter.order {
+        Order::Waiting => ("(q.created_at, q.id) > ($8, $9)", "q.created_at, q.id"),
+        Order::Recent => (
+            "(q.updated_at, q.id) < ($8, $9)",
+            "q.updated_at DESC, q.id DESC",
+        ),
+    };
+    let sql = format!(
+        "{ITEM_SELECT}
+         WHERE q.org_id = ANY($1)
+           AND ($2::text[] IS NULL OR q.status::text = ANY($2))
+           AND ($3::channel_kind IS NULL OR c.channel = $3)
+           AND ($4::bool IS NULL OR q.flagged_for_review = $4)
+           AND ($5::int = 0 OR ($5 = 1 AND q.claimed_by IS NULL) OR ($5 = 2 AND q.claimed_by = $6))
+           AND ($7::bool = false OR {cursor})
+         ORDER BY {order} LIMIT $10"
+    );
+    let statuses: Option<Vec<&str>> = filter
+        .statuses
+        .as_ref()
+        .map(|s| s.iter().map(|s| s.as_str()).collect());
+    let (assigned, user) = match filter.assigned {
+        Assigned::Any => (0, None),
+        Assigned::Unassigned => (1, None),
+        Assigned::User(u) => (2, Some(u)),
+    };
+    let (has_cursor, at, id) = match filter.after {
+        Some((at, id)) => (true, at, id),
+        None => (false, DateTime::<Utc>::UNIX_EPOCH, Uuid::nil()),
+    };
+    Ok(sqlx::query_as(&sql)
+        .bind(&filter.orgs)
+        .bind(statuses)
+        .bind(filter.channel)
+        .bind(filter.flagged)
+        .bind(assigned)
+        .bind(user)
+        .bind(has_cursor)
+        .bind(at)
+        .bind(id)
+        .bind(filter.limit)
+        .fetch_all(pool)
+        .await?)
+}
+
+/// One item by id, whatever its org (the caller checks the org).
+pub async fn get<'e>(db: impl PgExecutor<'e>, id: Uuid) -> Result<Option<ItemRow>, StoreError> {
+    Ok(sqlx::query_as(&format!("{ITEM_SELECT} WHERE q.id = $1"))
+        .bind(id)
+        .fetch_optional(db)
+        .await?)
+}
+
+/// The org an item belongs to, to tell 404 from 403 before anything else.
+pub async fn org_of(pool: &PgPool, id: Uuid) -> Result<Option<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT org_id FROM expert_queue WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
+
+/// An item's state as a 409 reports it.
+#[allow(missing_docs)] // the columns and parameters the statements below name
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct Current {
+    pub status: QueueStatus,
+    pub version: i32,
+    pub claimed_by: Option<Uuid>,
+}
+
+/// The item's state now (after a transition found it in another state).
+pub async fn current<'e>(
+    db: impl PgExecutor<'e>,
+    org_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Current>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT status, version, claimed_by FROM expert_queue WHERE id = $1 AND org_id = $2",
+    )
+    .bind(id)
+    .bind(org_id)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// One transition: from any of `from` to `to`, setting the holder and the snooze time.
+#[allow(missing_docs)] // the columns and parameters the statements below name
+#[derive(Debug, Clone)]
+pub struct Transition<'a> {
+    pub org_id: Uuid,
+    pub id: Uuid,
+    pub from: &'a [QueueStatus],
+    pub to: QueueStatus,
+    /// The holder after the transition (`claimed` needs one, every other state none).
+    pub holder: Option<Uuid>,
+    pub snoozed_until: Option<DateTime<Utc>>,
+    /// Refuse when someone other than this user holds the item (`None`: no such guard, e.g.
+    /// an admin's override).
+    pub not_held_by_other_than: Option<Uuid>,
+    /// Release and respond: the reply text given (else the draft is sent); the transition
+    /// is refused when neither exists.
+    pub reply: Option<&'a str>,
+    pub needs_reply: bool,
+}
+
+/// The item after a transition, with the reply it is released with.
+#[allow(missing_docs)] // the columns and parameters the statements below name
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Transitioned {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub conversation_id: Uuid,
+    pub status: QueueStatus,
+    pub version: i32,
+    pub claimed_by: Option<Uuid>,
+    pub flagged_for_review: bool,
+    pub draft_body: Option<String>,
+    pub reply: Option<String>,
+}
+
+/// Applies a transition in one statement; `None` when the item is not in a state it allows
+/// (the caller then reads [`current`] to explain the refusal).
+pub async fn transition<'e>(
+    db: impl PgExecutor<'e>,
+    t: &Transition<'_>,
+) -> Result<Option<Transitioned>, StoreError> {
+    let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
+    sqlx::query_as(
+        "UPDATE expert_queue SET
+           status = $3, version = version + 1, updated_at = now(),
+           claimed_by = $4, snoozed_until = $5,
+           resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END
+         WHERE id = $1 AND org_id = $2
+           AND status::text = ANY($6)
+           AND ($7::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $7)
+           AND (NOT $9 OR COALESCE($8, draft_body, '') <> '')
+         RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,
+                   draft_body, COALESCE($8, draft_body) AS reply",
+    )
+    .bind(t.id)
+    .bind(t.org_id)
+    .bind(t.to)
+    .bind(t.holder)
+    .bind(t.snoozed_until)
+    .bind(&from)
+    .bind(t.not_held_by_other_than)
+    .bind(t.reply)
+    .bind(t.needs_reply)
+    .fetch_optional(db)
+    .await
+    .map_err(StoreError::classify)
+}
