@@ -121,17 +121,21 @@ impl Realtime {
         io.ns("/", handshake::on_connect.with(handshake::middleware(gate)))
             .await
             .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
+        let health: Arc<watchdog::HealthCell> = Arc::default();
         let relay = Arc::new(Relay {
             db: db.clone(),
             publisher: Publisher { io: io.clone() },
             wake: tokio::sync::Notify::new(),
             poll: settings.relay_poll,
+            health: health.clone(),
+            local: std::sync::Mutex::default(),
+            degraded_until: std::sync::Mutex::default(),
         });
         Ok(Realtime {
             io,
             layer,
             driver,
-            health: Arc::default(),
+            health,
             emitter: Arc::new(RealtimeEmitter::new(relay, tracker)),
             db,
             settings: Arc::new(settings),

@@ -22,9 +22,11 @@
 use crate::Adapter;
 use crate::events;
 use crate::handshake::org_room;
+use crate::watchdog::HealthCell;
 use serde_json::Value;
 use socketioxide::{BroadcastError, SocketIo};
 use sqlx::Acquire;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use switchboard_domain::{Emitter, EventKind};
@@ -43,6 +45,9 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
 /// While another pod's relay holds the lock, how often and how long to try again.
 const BUSY_RETRY: Duration = Duration::from_millis(2);
 const BUSY_ATTEMPTS: u32 = 250;
+/// After a failed publish, how long the relay serves sockets from the log instead of trying
+/// Redis again (the watchdog's check decides after that).
+const DEGRADED_FOR: Duration = Duration::from_secs(2);
 /// Events waiting for the emit writer.
 const EMIT_DEPTH: usize = 4096;
 
@@ -52,45 +57,41 @@ pub(crate) struct Publisher {
 }
 
 impl Publisher {
-    /// Publishes through the adapter. The adapter publishes before it delivers locally, so
-    /// when the publish fails (Redis away) this pod's own sockets are served directly: local
-    /// delivery never depends on Redis.
-    async fn broadcast(&self, org_id: Uuid, event: &str, data: &Value) {
-        let room = org_room(org_id);
+    /// Publishes through the adapter; returns false when the publish failed and the event
+    /// reached only this pod's sockets. The adapter publishes before it delivers locally, so
+    /// when the publish fails (Redis away) this pod's own sockets are served directly.
+    async fn broadcast(&self, org_id: Uuid, event: &str, data: &Value) -> bool {
         let Some(ns) = self.io.of("/") else {
             tracing::debug!(event, "sockets closed; event kept for GET /events");
-            return;
+            return true;
         };
-        let event = event.to_owned();
-        let error =
-            match tokio::time::timeout(PUBLISH_TIMEOUT, ns.to(room.clone()).emit(&event, data))
-                .await
-            {
-                Ok(Ok(())) => {
-                    metrics::counter!("realtime_emits_total", "event" => metric_name(&event))
-                        .increment(1);
-                    return;
-                }
-                // The publish went out; some local socket could not take it (closing, full).
-                Ok(Err(BroadcastError::Socket(errors))) => {
-                    tracing::debug!(?errors, "some local sockets missed an event");
-                    metrics::counter!("realtime_emits_total", "event" => metric_name(&event))
-                        .increment(1);
-                    return;
-                }
-                Ok(Err(e @ BroadcastError::Serialize(_))) => {
-                    tracing::error!(event, error = %e, "realtime event could not be encoded");
-                    return;
-                }
-                Ok(Err(BroadcastError::Adapter(e))) => e.to_string(),
-                Err(_) => format!("publish timed out after {PUBLISH_TIMEOUT:?}"),
-            };
+        let sent = tokio::time::timeout(PUBLISH_TIMEOUT, ns.to(org_room(org_id)).emit(event, data));
+        let error = match sent.await {
+            // Out; some local socket may not have taken it (closing, full).
+            Ok(Ok(()) | Err(BroadcastError::Socket(_))) => {
+                metrics::counter!("realtime_emits_total", "event" => metric_name(event))
+                    .increment(1);
+                return true;
+            }
+            Ok(Err(e @ BroadcastError::Serialize(_))) => {
+                tracing::error!(event, error = %e, "realtime event could not be encoded");
+                return true;
+            }
+            Ok(Err(BroadcastError::Adapter(e))) => e.to_string(),
+            Err(_) => format!("publish timed out after {PUBLISH_TIMEOUT:?}"),
+        };
         metrics::counter!("realtime_adapter_errors_total", "op" => "publish").increment(1);
         tracing::warn!(event, %error, "cross-pod publish failed; delivering to this pod's sockets only");
+        self.local(org_id, event, data).await;
+        false
+    }
+
+    /// Delivers to this pod's sockets only.
+    async fn local(&self, org_id: Uuid, event: &str, data: &Value) {
         if let Some(ns) = self.io.of("/") {
-            match ns.local().to(room).emit(&event, data).await {
+            match ns.local().to(org_room(org_id)).emit(event, data).await {
                 Ok(()) | Err(BroadcastError::Socket(_)) => {
-                    metrics::counter!("realtime_emits_total", "event" => metric_name(&event))
+                    metrics::counter!("realtime_emits_total", "event" => metric_name(event))
                         .increment(1);
                 }
                 Err(e) => tracing::warn!(event, error = %e, "local delivery failed"),
@@ -129,12 +130,69 @@ pub(crate) struct Relay {
     pub(crate) publisher: Publisher,
     pub(crate) wake: Notify,
     pub(crate) poll: Duration,
+    /// The watchdog's view of the adapter's subscriptions.
+    pub(crate) health: Arc<HealthCell>,
+    /// While Redis is away, the highest number this pod delivered to its own sockets, per
+    /// org: every pod serves its own sockets from the log, since no publish reaches them.
+    pub(crate) local: Mutex<HashMap<Uuid, i64>>,
+    /// Until when publishing through the adapter is not tried (it just failed).
+    pub(crate) degraded_until: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Relay {
     /// Runs cycles until the outbox is empty (or another pod's relay keeps the lock longer
     /// than [`BUSY_ATTEMPTS`] tries, in which case that relay or the next poll takes over).
     pub(crate) async fn drain(&self) {
+        self.drain_outbox().await;
+        if !self.adapter_up() {
+            if let Err(error) = self.local_catch_up().await {
+                tracing::warn!(%error, "realtime: serving this pod's sockets from the log failed");
+            }
+        }
+    }
+
+    /// Whether publishing through Redis is worth trying: no publish failed just now, and the
+    /// watchdog (once it has checked) saw the subscriptions.
+    fn adapter_up(&self) -> bool {
+        let degraded = *self
+            .degraded_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let health = self.health.get();
+        let watchdog_ok = health.ok || health.checked_at.is_none();
+        watchdog_ok && degraded.is_none_or(|until| tokio::time::Instant::now() >= until)
+    }
+
+    /// While Redis is away: delivers numbered events nobody could publish to this pod's own
+    /// sockets, each once. (When Redis returns, the relay publishes them to every pod; a
+    /// socket here may then see a number twice, which the `seq` tells it.)
+    async fn local_catch_up(&self) -> Result<(), sqlx::Error> {
+        let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
+            "SELECT e.org_id, e.seq, e.event, e.payload
+             FROM org_event_seq s JOIN events e ON e.org_id = s.org_id AND e.seq > s.published_seq
+             WHERE s.published_seq < s.seq
+             ORDER BY e.org_id, e.seq LIMIT $1",
+        )
+        .bind(BATCH)
+        .fetch_all(&self.db)
+        .await?;
+        for (org_id, seq, event, payload) in rows {
+            let fresh = {
+                let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+                let last = local.entry(org_id).or_insert(0);
+                let fresh = seq > *last;
+                *last = (*last).max(seq);
+                fresh
+            };
+            if fresh {
+                let data = events::wire_payload(org_id, seq, &payload);
+                self.publisher.local(org_id, &event, &data).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn drain_outbox(&self) {
         let mut busy = 0;
         loop {
             match self.cycle().await {
@@ -266,13 +324,38 @@ impl Relay {
             return Ok(());
         }
         let mut published: Vec<(Uuid, i64)> = Vec::new();
+        let mut stopped: Vec<Uuid> = Vec::new();
         for e in &events {
-            let data = events::wire_payload(e.org_id, e.seq, &e.payload);
-            self.publisher.broadcast(e.org_id, &e.event, &data).await;
-            match published.iter_mut().find(|(org, _)| *org == e.org_id) {
-                Some(entry) => entry.1 = entry.1.max(e.seq),
-                None => published.push((e.org_id, e.seq)),
+            // Once an org's publish failed, its later events wait too: published_seq only
+            // ever covers a gap-free prefix. Redis being away is the local catch-up's case.
+            if stopped.contains(&e.org_id) || !self.adapter_up() {
+                if !stopped.contains(&e.org_id) {
+                    stopped.push(e.org_id);
+                }
+                continue;
             }
+            let data = events::wire_payload(e.org_id, e.seq, &e.payload);
+            if self.publisher.broadcast(e.org_id, &e.event, &data).await {
+                match published.iter_mut().find(|(org, _)| *org == e.org_id) {
+                    Some(entry) => entry.1 = entry.1.max(e.seq),
+                    None => published.push((e.org_id, e.seq)),
+                }
+            } else {
+                stopped.push(e.org_id);
+                // It reached this pod's sockets; the local catch-up must not repeat it.
+                let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+                let last = local.entry(e.org_id).or_insert(0);
+                *last = (*last).max(e.seq);
+                drop(local);
+                *self
+                    .degraded_until
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) =
+                    Some(tokio::time::Instant::now() + DEGRADED_FOR);
+            }
+        }
+        if published.is_empty() {
+            return Ok(());
         }
         let (orgs, seqs): (Vec<Uuid>, Vec<i64>) = published.into_iter().unzip();
         sqlx::query(

@@ -9,6 +9,7 @@
 mod pod;
 mod redis_server;
 pub mod signing;
+pub mod socket;
 
 pub use pod::{TestPod, seed_member};
 pub use redis_server::{RedisServer, free_port};
@@ -138,4 +139,50 @@ pub fn http() -> reqwest::Client {
         .timeout(std::time::Duration::from_secs(30))
         .build()
         .expect("client")
+}
+
+/// Seeds `n` pending expert-queue items for `org` on `connection` (each with its customer,
+/// conversation, inbound message and draft), created one millisecond apart, the newest
+/// now; returns their ids, oldest first.
+pub async fn seed_queue_items(db: &TestDb, org: Uuid, connection: Uuid, n: i64) -> Vec<Uuid> {
+    let pool = db.pool().await;
+    let tag = Uuid::new_v4().simple().to_string();
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "WITH cu AS (
+           INSERT INTO customers (org_id, channel, external_id, display_name)
+           SELECT $1, 'slack', $3 || '-' || i, 'Customer ' || i FROM generate_series(1, $4) i
+           RETURNING id, external_id
+         ), conv AS (
+           INSERT INTO conversations (org_id, customer_id, channel, connection_id)
+           SELECT $1, cu.id, 'slack', $2 FROM cu RETURNING id, customer_id
+         ), msg AS (
+           INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
+                                 channel_message_id, reply_to)
+           SELECT $1, conv.id, 'inbound', 'customer', 'Where is my order?', 'slack',
+                  conv.id::text, jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
+           FROM conv RETURNING conversation_id
+         )
+         INSERT INTO expert_queue (org_id, conversation_id, draft_body, draft_confidence, created_at, updated_at)
+         SELECT $1, msg.conversation_id, 'It ships tomorrow.', 0.8,
+                clock_timestamp() - (($4 - row_number() OVER ()) || ' ms')::interval,
+                clock_timestamp() - (($4 - row_number() OVER ()) || ' ms')::interval
+         FROM msg
+         RETURNING id",
+    )
+    .bind(org)
+    .bind(connection)
+    .bind(tag)
+    .bind(n)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let ordered: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM expert_queue WHERE id = ANY($1) ORDER BY created_at, id",
+    )
+    .bind(&ids)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    ordered
 }

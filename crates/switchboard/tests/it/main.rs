@@ -5,6 +5,7 @@
 mod admin;
 mod invariants;
 mod kill;
+mod release_kill;
 mod shutdown;
 
 use std::collections::HashMap;

@@ -1,0 +1,108 @@
+//! A real Socket.IO client (rust_socketio, websocket transport only), for tests of the
+//! realtime events in every crate.
+
+use crate::TestPod;
+use futures::FutureExt;
+use rust_socketio::asynchronous::{Client, ClientBuilder};
+use rust_socketio::{Event, Payload, TransportType};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+/// A connected client and everything the server sent it.
+pub struct Sock {
+    client: Client,
+    events: UnboundedReceiver<(String, Value)>,
+}
+
+/// Connects to `pod` with `auth` as the handshake payload; `Err` carries the server's
+/// `connect_error` message (or why nothing answered).
+pub async fn connect(pod: &TestPod, auth: Option<Value>) -> Result<Sock, String> {
+    connect_url(&pod.base, auth).await
+}
+
+/// Connects to the server at `base` (e.g. a pod started as a process).
+pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, String> {
+    let (events_tx, events) = unbounded_channel();
+    let (status_tx, mut status) = unbounded_channel::<Result<(), String>>();
+    let opened = status_tx.clone();
+    let mut builder = ClientBuilder::new(base.to_owned())
+        .transport_type(TransportType::Websocket)
+        .reconnect(false)
+        .on("open", move |_, _| {
+            let _ = opened.send(Ok(()));
+            async {}.boxed()
+        })
+        .on("error", move |payload, _| {
+            let _ = status_tx.send(Err(text(&payload)));
+            async {}.boxed()
+        })
+        .on_any(move |event, payload, _| {
+            if let (Event::Custom(name), Payload::Text(values)) = (event, payload) {
+                let first = values.into_iter().next().unwrap_or(Value::Null);
+                let _ = events_tx.send((name, first));
+            }
+            async {}.boxed()
+        });
+    if let Some(auth) = auth {
+        builder = builder.auth(auth);
+    }
+    let client = builder.connect().await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(Duration::from_secs(10), status.recv()).await {
+        Ok(Some(Ok(()))) => Ok(Sock { client, events }),
+        Ok(Some(Err(message))) => {
+            let _ = client.disconnect().await;
+            Err(message)
+        }
+        _ => {
+            let _ = client.disconnect().await;
+            Err("no answer to the handshake".into())
+        }
+    }
+}
+
+/// Connects with `auth: {token}` and panics if refused.
+pub async fn connect_with(pod: &TestPod, token: &str) -> Sock {
+    connect(pod, Some(json!({ "token": token })))
+        .await
+        .expect("socket admitted")
+}
+
+fn text(payload: &Payload) -> String {
+    match payload {
+        Payload::Text(values) => values
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => format!("{other:?}"),
+    }
+}
+
+impl Sock {
+    /// The next event within `wait`.
+    pub async fn next(&mut self, wait: Duration) -> Option<(String, Value)> {
+        tokio::time::timeout(wait, self.events.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Collects `n` events, waiting up to 30 s in all; returns what arrived.
+    pub async fn take(&mut self, n: usize) -> Vec<(String, Value)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut got = Vec::new();
+        while got.len() < n {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Some(event)) => got.push(event),
+                _ => break,
+            }
+        }
+        got
+    }
+
+    /// Closes the connection.
+    pub async fn close(self) {
+        let _ = self.client.disconnect().await;
+    }
+}
