@@ -15,7 +15,7 @@ pub struct ApiError {
     code: &'static str,
     message: String,
     retry_after: Option<Duration>,
-    extra: Option<(&'static str, serde_json::Value)>,
+    extra: Option<Box<(&'static str, serde_json::Value)>>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -43,7 +43,7 @@ impl ApiError {
     /// Adds one more field to the JSON body, e.g. a 409's `current` state, so a client can
     /// act on the refusal without another request.
     pub fn with_field(mut self, name: &'static str, value: serde_json::Value) -> Self {
-        self.extra = Some((name, value));
+        self.extra = Some(Box::new((name, value)));
         self
     }
 
@@ -56,7 +56,7 @@ impl ApiError {
         Body {
             code: self.code,
             message: &self.message,
-            extra: self.extra.as_ref().map(|(name, value)| {
+            extra: self.extra.as_deref().map(|(name, value)| {
                 let mut map = serde_json::Map::new();
                 map.insert((*name).to_owned(), value.clone());
                 map

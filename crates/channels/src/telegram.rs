@@ -67,7 +67,8 @@ fn message(msg: &Value) -> Result<Option<InboundMessage>, InboundError> {
         customer_name,
         text: text.to_owned(),
         channel_message_id: format!("{chat_id}:{message_id}"),
-        reply_to: json!({"chat_id": chat_id}),
+        // The reply quotes the message it answers (`reply_parameters`).
+        reply_to: json!({"chat_id": chat_id, "message_id": message_id}),
     }))
 }
 
@@ -103,7 +104,7 @@ mod tests {
         assert_eq!(m.customer_name.as_deref(), Some("Ada Lovelace"));
         assert_eq!(m.text, "hello bot");
         assert_eq!(m.channel_message_id, "-100200:7");
-        assert_eq!(m.reply_to, json!({"chat_id": -100200}));
+        assert_eq!(m.reply_to, json!({"chat_id": -100200, "message_id": 7}));
     }
 
     #[test]

@@ -166,6 +166,30 @@ pub struct Config {
     /// How long an `Idempotency-Key` and its stored response are kept (`IDEMPOTENCY_TTL_HOURS`,
     /// at least 24).
     pub idempotency_ttl_hours: u64,
+    /// Each provider call (one message part) gives up after this long and counts as a
+    /// failed attempt (`OUTBOUND_TIMEOUT_MS`).
+    pub outbound_timeout_ms: u64,
+    /// How long a `channel-outbound` job holds its outbox row; renewed every third of it
+    /// while the provider is called, so it bounds how long the row of a pod that died stays
+    /// held (`OUTBOX_LEASE_SECS`).
+    pub outbox_lease_secs: u64,
+    /// First retry delay of a failed provider call, doubled per attempt, with jitter
+    /// (`OUTBOUND_RETRY_BASE_MS`).
+    pub outbound_retry_base_ms: u64,
+    /// Longest wait before a retry that a worker sleeps through; a longer one (a provider's
+    /// `Retry-After`, an open breaker) reschedules the job instead (`OUTBOUND_MAX_INLINE_WAIT_MS`).
+    pub outbound_max_inline_wait_ms: u64,
+    /// Consecutive failed calls through one connection that open its circuit breaker on
+    /// every pod (`OUTBOUND_BREAKER_THRESHOLD`).
+    pub outbound_breaker_threshold: u32,
+    /// How long an open breaker defers sends before one probe may go out
+    /// (`OUTBOUND_BREAKER_COOLDOWN_MS`).
+    pub outbound_breaker_cooldown_ms: u64,
+    /// Length of one dead-letter worker slot (`DEAD_LETTER_INTERVAL_MS`).
+    pub dead_letter_interval_ms: u64,
+    /// Wait before the first dead-letter retry, doubled for each later one
+    /// (`DEAD_LETTER_BACKOFF_MS`).
+    pub dead_letter_backoff_ms: u64,
     /// Test-only fault injection (`FAULT_INJECT`), honoured only with `APP_ENV=test`:
     /// `release:after_commit:hang` stops a release right after its commit, as if the pod
     /// died there, so a test can kill it at exactly that point.

@@ -53,6 +53,14 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("outbox_sweep_interval_ms", Kind::Parsed),
     ("relay_poll_ms", Kind::Parsed),
     ("idempotency_ttl_hours", Kind::Parsed),
+    ("outbound_timeout_ms", Kind::Parsed),
+    ("outbox_lease_secs", Kind::Parsed),
+    ("outbound_retry_base_ms", Kind::Parsed),
+    ("outbound_max_inline_wait_ms", Kind::Parsed),
+    ("outbound_breaker_threshold", Kind::Parsed),
+    ("outbound_breaker_cooldown_ms", Kind::Parsed),
+    ("dead_letter_interval_ms", Kind::Parsed),
+    ("dead_letter_backoff_ms", Kind::Parsed),
     ("fault_inject", Kind::Verbatim),
 ];
 

@@ -3,8 +3,14 @@
 //!
 //! Closed: calls go through; each failure increments a counter that expires after
 //! `window`. When the counter reaches `threshold` the breaker opens for `cooldown` (a key
-//! with a TTL). When that key expires the next call is let through (half-open); a success
-//! resets the counter, a failure re-opens at once because the counter is still high.
+//! with a TTL), and the counter is kept past the cool-down so the breaker remembers it
+//! tripped. After the cool-down the breaker is half-open: [`Breaker::admit`] lets exactly one
+//! caller on any pod through as the probe (a `SET NX PX probe_ttl` key, so a probe whose pod
+//! died frees the slot by itself) and defers the others. The probe's success closes the
+//! breaker; its failure re-opens it at once because the counter is still high.
+//!
+//! [`Breaker::is_open`] is the simpler check for callers that let every call through once
+//! the cool-down is over (the agent client).
 
 use crate::{CoordError, Redis};
 use std::sync::LazyLock;
@@ -19,6 +25,8 @@ pub struct BreakerConfig {
     pub window: Duration,
     /// How long the breaker stays open.
     pub cooldown: Duration,
+    /// How long one half-open probe may take before another caller may probe instead.
+    pub probe_ttl: Duration,
 }
 
 impl Default for BreakerConfig {
@@ -27,6 +35,7 @@ impl Default for BreakerConfig {
             threshold: 5,
             window: Duration::from_secs(60),
             cooldown: Duration::from_secs(30),
+            probe_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -37,6 +46,7 @@ pub struct Breaker {
     redis: Redis,
     name: String,
     config: BreakerConfig,
+    registry: Option<String>,
 }
 
 /// What recording a failure did.
@@ -48,27 +58,120 @@ pub struct FailureOutcome {
     pub opened: bool,
 }
 
+/// Where a breaker stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls go through.
+    Closed,
+    /// Calls are refused until the cool-down ends.
+    Open,
+    /// The cool-down is over; one probe decides.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The label used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// What [`Breaker::admit`] decided for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The breaker is closed: call.
+    Closed,
+    /// Half-open and this caller holds the one probe: call, then record the result.
+    Probe,
+    /// Do not call; ask again after `retry_in` (the rest of the cool-down, or of the probe
+    /// another caller holds).
+    Open {
+        /// How long until asking again makes sense.
+        retry_in: Duration,
+    },
+}
+
+/// KEYS: failures, open, probe, registry. ARGV: window ms, threshold, cooldown ms, name.
 const FAILURE_SRC: &str = r"
 local n = redis.call('INCR', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+local threshold = tonumber(ARGV[2])
 local opened = 0
-if n >= tonumber(ARGV[2]) then
-  if redis.call('SET', KEYS[2], n, 'PX', ARGV[3], 'NX') then opened = 1 end
+if n >= threshold then
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) + tonumber(ARGV[3]))
+  if redis.call('SET', KEYS[2], n, 'PX', ARGV[3], 'NX') then
+    opened = 1
+    redis.call('DEL', KEYS[3])
+    if KEYS[4] ~= '' then
+      redis.call('ZADD', KEYS[4], redis.call('TIME')[1], ARGV[4])
+    end
+  end
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
 return {n, opened}
 ";
 
-/// The failure script, hashed once (its SHA is what `EVALSHA` sends).
+/// KEYS: failures, open, probe. ARGV: threshold, probe ttl ms.
+/// Returns {0} closed, {1} probe, {2, ms} open for ms more.
+const ADMIT_SRC: &str = r"
+local open = redis.call('PTTL', KEYS[2])
+if open > 0 then return {2, open} end
+if open == -1 then return {2, 1000} end
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n < tonumber(ARGV[1]) then return {0, 0} end
+if redis.call('SET', KEYS[3], '1', 'PX', ARGV[2], 'NX') then return {1, 0} end
+return {2, math.max(redis.call('PTTL', KEYS[3]), 1)}
+";
+
+/// KEYS: registry. ARGV: key prefix (`{prefix}:breaker:`), threshold. Drops closed
+/// breakers from the registry and returns the others as {name, 'open'|'half_open'} pairs,
+/// atomically, so a breaker that opens meanwhile is never dropped.
+const FAMILY_SRC: &str = r"
+local out = {}
+for _, name in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local base = ARGV[1] .. name
+  if redis.call('EXISTS', base .. ':open') == 1 then
+    table.insert(out, name); table.insert(out, 'open')
+  elseif tonumber(redis.call('GET', base .. ':failures') or '0') >= tonumber(ARGV[2]) then
+    table.insert(out, name); table.insert(out, 'half_open')
+  else
+    redis.call('ZREM', KEYS[1], name)
+  end
+end
+return out
+";
+
+/// The scripts, hashed once (their SHA is what `EVALSHA` sends).
 static FAILURE: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(FAILURE_SRC));
+static ADMIT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(ADMIT_SRC));
+static FAMILY: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(FAMILY_SRC));
 
 impl Breaker {
-    /// A breaker called `name` (e.g. `agent`, `channel:slack`).
+    /// A breaker called `name` (e.g. `agent`, `outbound:slack:{connection}`).
     pub fn new(redis: Redis, name: &str, config: BreakerConfig) -> Self {
         Self {
             redis,
             name: name.to_owned(),
             config,
+            registry: None,
         }
+    }
+
+    /// Records the breaker in `family`'s registry whenever it opens, so
+    /// [`family_states`] can report every breaker of the family that is not closed
+    /// (e.g. one breaker per connection, reported per channel).
+    pub fn in_family(mut self, family: &str) -> Self {
+        self.registry = Some(registry_key(&self.redis, family));
+        self
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     fn failures_key(&self) -> String {
@@ -79,7 +182,11 @@ impl Breaker {
         self.redis.key(&format!("breaker:{}:open", self.name))
     }
 
-    /// Whether calls should be refused right now.
+    fn probe_key(&self) -> String {
+        self.redis.key(&format!("breaker:{}:probe", self.name))
+    }
+
+    /// Whether calls should be refused right now (open, not half-open).
     pub async fn is_open(&self) -> Result<bool, CoordError> {
         let mut conn = self.redis.conn();
         let open: bool = redis::cmd("EXISTS")
@@ -89,15 +196,57 @@ impl Breaker {
         Ok(open)
     }
 
+    /// Decides whether one call may go out now; half-open lets one caller at a time through.
+    pub async fn admit(&self) -> Result<Admission, CoordError> {
+        let mut conn = self.redis.conn();
+        let (verdict, ms): (u8, u64) = ADMIT
+            .key(self.failures_key())
+            .key(self.open_key())
+            .key(self.probe_key())
+            .arg(self.config.threshold)
+            .arg(millis(self.config.probe_ttl))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(match verdict {
+            0 => Admission::Closed,
+            1 => Admission::Probe,
+            _ => Admission::Open {
+                retry_in: Duration::from_millis(ms),
+            },
+        })
+    }
+
+    /// Where the breaker stands, without changing anything.
+    pub async fn state(&self) -> Result<BreakerState, CoordError> {
+        let mut conn = self.redis.conn();
+        let (open, failures): (bool, Option<u32>) = redis::pipe()
+            .cmd("EXISTS")
+            .arg(self.open_key())
+            .cmd("GET")
+            .arg(self.failures_key())
+            .query_async(&mut conn)
+            .await?;
+        Ok(if open {
+            BreakerState::Open
+        } else if failures.unwrap_or(0) >= self.config.threshold {
+            BreakerState::HalfOpen
+        } else {
+            BreakerState::Closed
+        })
+    }
+
     /// Records a failed call.
     pub async fn record_failure(&self) -> Result<FailureOutcome, CoordError> {
         let mut conn = self.redis.conn();
         let (failures, opened): (u32, u32) = FAILURE
             .key(self.failures_key())
             .key(self.open_key())
+            .key(self.probe_key())
+            .key(self.registry.as_deref().unwrap_or(""))
             .arg(millis(self.config.window))
             .arg(self.config.threshold)
             .arg(millis(self.config.cooldown))
+            .arg(&self.name)
             .invoke_async(&mut conn)
             .await?;
         Ok(FailureOutcome {
@@ -112,10 +261,42 @@ impl Breaker {
         let _: i64 = redis::cmd("DEL")
             .arg(self.failures_key())
             .arg(self.open_key())
+            .arg(self.probe_key())
             .query_async(&mut conn)
             .await?;
         Ok(())
     }
+}
+
+/// Every breaker of `family` that is open or half-open, by name; closed ones leave the
+/// registry. `threshold` must be the family's configured threshold.
+pub async fn family_states(
+    redis: &Redis,
+    family: &str,
+    threshold: u32,
+) -> Result<Vec<(String, BreakerState)>, CoordError> {
+    let mut conn = redis.conn();
+    let flat: Vec<String> = FAMILY
+        .key(registry_key(redis, family))
+        .arg(redis.key("breaker:"))
+        .arg(threshold)
+        .invoke_async(&mut conn)
+        .await?;
+    Ok(flat
+        .chunks_exact(2)
+        .map(|pair| {
+            let state = if pair[1] == "open" {
+                BreakerState::Open
+            } else {
+                BreakerState::HalfOpen
+            };
+            (pair[0].clone(), state)
+        })
+        .collect())
+}
+
+fn registry_key(redis: &Redis, family: &str) -> String {
+    redis.key(&format!("breakers:{family}"))
 }
 
 fn millis(d: Duration) -> u64 {

@@ -8,6 +8,8 @@ pub mod audit;
 pub mod connections;
 pub mod conversations;
 pub mod crypto;
+pub mod dead_letters;
+pub mod delivery;
 mod error;
 pub mod event_outbox;
 pub mod idempotency;

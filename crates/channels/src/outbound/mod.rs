@@ -8,16 +8,20 @@
 //! dead-letter table and the console, so they are redacted of every secret value.
 
 mod email;
+mod http;
 mod slack;
 mod split;
 mod telegram;
+#[cfg(test)]
+mod testkit;
 mod twilio;
 
 pub use split::{max_chars, split};
 
 use std::time::Duration;
 
-use reqwest::{Client, RequestBuilder, Response, header::RETRY_AFTER};
+use self::http::{Answer, transport_failure};
+use reqwest::{Client, RequestBuilder};
 use serde_json::Value;
 use switchboard_store::model::ChannelKind;
 use url::Url;
@@ -115,15 +119,6 @@ enum FieldError {
     Base(ChannelKind),
 }
 
-/// A provider's answer, read once, so each channel classifies plain data.
-struct Answer {
-    status: u16,
-    retry_after: Option<Duration>,
-    /// The body as JSON, `Null` when it was not JSON.
-    body: Value,
-    raw: String,
-}
-
 /// What each channel module provides: how to ask, and how to read the answer. `Sync`
 /// because `send_part` holds one across an await and its future must stay `Send`.
 trait Outbound: Sync {
@@ -200,78 +195,6 @@ impl PartOutcome {
     }
 }
 
-impl Answer {
-    async fn read(response: Response) -> Self {
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let raw = response.text().await.unwrap_or_default();
-        let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
-        Self {
-            status,
-            retry_after,
-            body,
-            raw,
-        }
-    }
-
-    fn is_success(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The common reading of a failed call: 429, 408 and 5xx are worth retrying, any other
-    /// status will fail the same way again. `detail` is the provider's own words.
-    fn failure(&self, channel: ChannelKind, detail: &str) -> PartOutcome {
-        let status = Some(self.status);
-        let reason = format!("{channel} answered HTTP {}: {detail}", self.status);
-        match self.status {
-            408 | 429 | 500..=599 => PartOutcome::Retry {
-                after: self.retry_after,
-                reason,
-                status,
-            },
-            _ => PartOutcome::Permanent { reason, status },
-        }
-    }
-
-    /// The start of the raw body, for providers whose error has no structured message.
-    fn snippet(&self) -> String {
-        let text = self.raw.trim();
-        if text.is_empty() {
-            "(empty body)".to_owned()
-        } else {
-            text.chars().take(200).collect()
-        }
-    }
-}
-
-/// Timeouts and connection failures might succeed next time. The URL is left out of the
-/// reason because Telegram's carries the bot token.
-fn transport_failure(channel: ChannelKind, error: &reqwest::Error) -> PartOutcome {
-    let what = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else {
-        "failed"
-    };
-    let mut reason = format!("{channel} request {what}");
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        reason.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    PartOutcome::Retry {
-        after: None,
-        reason,
-        status: None,
-    }
-}
-
 /// `base` + `segments`, whether or not the base ends with a slash (`Url::join` would drop
 /// the base's last segment, e.g. Slack's `/api`). Segments are percent-encoded.
 fn endpoint(channel: ChannelKind, base: &Url, segments: &[&str]) -> Result<Url, FieldError> {
@@ -298,99 +221,4 @@ fn non_empty<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
         .get(field)
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
-}
-
-/// What the channel tests share: a fake provider, a request and a dead address.
-#[cfg(test)]
-mod testkit {
-    use super::*;
-    use wiremock::{Mock, MockServer, Request, ResponseTemplate, matchers::any};
-
-    pub use serde_json::json;
-    pub use wiremock::ResponseTemplate as Reply;
-
-    /// A fake provider answering every request with `reply`.
-    pub async fn provider(reply: ResponseTemplate) -> MockServer {
-        let server = MockServer::start().await;
-        Mock::given(any()).respond_with(reply).mount(&server).await;
-        server
-    }
-
-    /// The one request the fake provider received.
-    pub async fn only_request(server: &MockServer) -> Request {
-        let mut got = server.received_requests().await.expect("recording is on");
-        assert_eq!(got.len(), 1, "exactly one call per part");
-        got.remove(0)
-    }
-
-    /// Every provider at `base` (the fake's URI plus whatever path prefix the test wants).
-    pub fn providers(base: &str) -> Providers {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let url = Url::parse(base).expect("base url");
-        let bases = ProviderBases {
-            slack: url.clone(),
-            twilio: url.clone(),
-            telegram: url.clone(),
-            resend: url,
-        };
-        Providers::new(bases, Duration::from_millis(500)).expect("client")
-    }
-
-    /// An address nothing listens on: a port the OS just handed out and took back.
-    pub fn closed_base() -> String {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        format!("http://127.0.0.1:{port}")
-    }
-
-    /// Part 0 of 1 of outbox message `outbox-1`.
-    pub fn part<'a>(
-        channel: ChannelKind,
-        secrets: &'a Value,
-        reply_to: &'a Value,
-        text: &'a str,
-    ) -> PartRequest<'a> {
-        PartRequest {
-            channel,
-            secrets,
-            reply_to,
-            customer_external_id: "customer-1",
-            text,
-            idempotency_key: "outbox-1",
-            part: 0,
-            parts: 1,
-        }
-    }
-
-    pub fn header<'r>(request: &'r Request, name: &str) -> &'r str {
-        request
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    }
-
-    /// The dispatch job spawns sends, so the future must be `Send`; this fails to compile
-    /// otherwise.
-    #[test]
-    fn send_part_future_is_send() {
-        fn is_send<T: Send>(_: &T) {}
-        let p = providers("http://127.0.0.1:9");
-        let (secrets, reply_to) = (json!({}), json!({}));
-        let req = part(ChannelKind::Slack, &secrets, &reply_to, "hi");
-        is_send(&p.send_part(&req));
-    }
-
-    /// The outcome flattened for one-line assertions: kind, after (seconds), status, reason.
-    pub fn verdict(outcome: &PartOutcome) -> (&'static str, Option<u64>, Option<u16>, &str) {
-        match outcome {
-            PartOutcome::Accepted { provider_id } => ("accepted", None, None, provider_id),
-            PartOutcome::Retry {
-                after,
-                reason,
-                status,
-            } => ("retry", after.map(|d| d.as_secs()), *status, reason),
-            PartOutcome::Permanent { reason, status } => ("permanent", None, *status, reason),
-        }
-    }
 }
