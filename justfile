@@ -31,3 +31,7 @@ bench *args:
 # Backlog drain benchmark.
 bench-drain:
     scripts/bench-drain.sh
+
+# Release (F3) benchmark: release latency and release -> socket on the other pod.
+bench-release:
+    scripts/bench-release.sh

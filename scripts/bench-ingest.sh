@@ -29,13 +29,20 @@ NODE_PORTS=(4101 4102)
 NODE_LB_PORT=8090
 OUT="$BENCH/results.jsonl"
 
-command -v wrk >/dev/null || sb_missing=1
-command -v node >/dev/null || sb_missing=1
-command -v pidstat >/dev/null || sb_missing=1
-if [ -n "${sb_missing:-}" ]; then
+# Only what is missing: a Node.js that did not come from Debian (NodeSource, nvm) must not
+# meet Debian's nodejs/npm packages.
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+command -v pidstat >/dev/null || missing+=(sysstat)
+command -v python3 >/dev/null || missing+=(python3)
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "Installing ${missing[*]}"
   sudo=""
   is_root || sudo=sudo
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nodejs npm sysstat >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 scripts/dev-up.sh >/dev/null

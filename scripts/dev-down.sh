@@ -56,11 +56,17 @@ stop_pids() {
 }
 
 if [ -f "$DEV/compose" ]; then
-  log "docker compose -f ${COMPOSE_FILE##*/} down"
+  # The Compose that dev-up.sh used (`docker compose` or `docker-compose`), one word a line.
+  mapfile -t COMPOSE <"$DEV/compose"
+  [ "${#COMPOSE[@]}" -gt 0 ] && [ "${COMPOSE[0]}" != "" ] || compose_detect || die "Compose is gone"
+  compose=("${COMPOSE[@]}" -p "$COMPOSE_PROJECT" -f "$COMPOSE_FILE")
+  log "${compose[*]} down"
+  # The file requires the secrets to be set even to take the stack down.
+  export JWT_SECRET=unused MASTER_ENCRYPTION_KEY=unused
   if [ "$purge" = 1 ]; then
-    docker compose -f "$COMPOSE_FILE" down --volumes
+    "${compose[@]}" down --volumes
   else
-    docker compose -f "$COMPOSE_FILE" down
+    "${compose[@]}" down
   fi
   rm -f "$DEV/compose"
 fi
@@ -76,19 +82,23 @@ stop_pids switchboard 30 "${pod_pidfiles[@]}"
 # SIGTERM makes Redis shut down cleanly (AOF flushed); there are no RDB save points.
 stop_pids redis-server 10 "$DEV/redis.pid"
 
-if [ -s "$DEV/pg/PG_VERSION" ]; then
+if [ -s "$PG_HOME/pg/PG_VERSION" ]; then
   if PG_BIN="$(pg_bindir)"; then
     PG_USER="$(pg_user)"
-    if as_pg "$PG_BIN/pg_ctl" -D "$DEV/pg" status >/dev/null 2>&1; then
+    if as_pg "$PG_BIN/pg_ctl" -D "$PG_HOME/pg" status >/dev/null 2>&1; then
       log "Stopping Postgres"
-      as_pg "$PG_BIN/pg_ctl" -D "$DEV/pg" stop -m fast -w -t 60 >/dev/null
+      as_pg "$PG_BIN/pg_ctl" -D "$PG_HOME/pg" stop -m fast -w -t 60 >/dev/null
     fi
   else
-    warn "pg_ctl not found; cannot stop Postgres in .dev/pg"
+    warn "pg_ctl not found; cannot stop Postgres in $PG_HOME/pg"
   fi
 fi
 
 if [ "$purge" = 1 ]; then
+  if [ "$PG_HOME" != "$DEV" ] && [ -d "$PG_HOME" ]; then
+    log "Deleting $PG_HOME (this checkout's Postgres cluster)"
+    rm -rf "$PG_HOME"
+  fi
   log "Deleting .dev/"
   rm -rf "$DEV"
 fi

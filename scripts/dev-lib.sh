@@ -1,11 +1,13 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts sourcing this
 # Shared by dev-up.sh and dev-down.sh (sourced, not run): paths, ports and the helpers both
-# need to find, run and stop the local stack. Everything lives under .dev/ in the checkout.
+# need to find, run and stop the local stack. Its state lives under .dev/ in the checkout,
+# but for Postgres' cluster when run as root (see PG_HOME).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEV="$ROOT/.dev"
 COMPOSE_FILE="$ROOT/docker-compose.multi-pod.yml"
-BIN="$ROOT/target/release/switchboard"
+COMPOSE_PROJECT=switchboard-multi
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/switchboard"
 
 # Ports are overridable so the stack never collides with the system Postgres (5432) or
 # Redis (6379), or with a second checkout.
@@ -23,6 +25,20 @@ die() {
 }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# Where Postgres' cluster (pg/) and socket (pg-run/) live. As root, Postgres runs as another
+# user, which must be able to enter every directory above them, and a checkout often sits
+# where it cannot (root's home is 0700 on Debian). So as root they live outside the
+# checkout, in /var/lib/switchboard-dev/<hash of the checkout's path> (SB_PG_HOME moves the
+# parent), unless .dev/pg already holds a cluster from before. Otherwise in .dev/.
+pg_home() {
+  if ! is_root || [ -s "$DEV/pg/PG_VERSION" ]; then
+    printf '%s\n' "$DEV"
+  else
+    printf '%s/%s\n' "${SB_PG_HOME:-/var/lib/switchboard-dev}" \
+      "$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"
+  fi
+}
 
 # The directory holding initdb, pg_ctl and postgres: PATH first (resolving symlinks such as
 # /usr/local/bin/pg_ctl so pg_ctl finds its own postgres), then the newest Debian/Ubuntu
@@ -45,12 +61,12 @@ pg_bindir() {
 }
 
 # Postgres refuses to run as root, so as root the cluster belongs to a system user: whoever
-# already owns .dev/pg, else `postgres` (created by the Debian package), else our own.
+# already owns it, else `postgres` (created by the Debian package), else our own.
 pg_user() {
   if ! is_root; then
     id -un
-  elif [ -d "$DEV/pg" ] && [ "$(stat -c %u "$DEV/pg")" != 0 ]; then
-    stat -c %U "$DEV/pg"
+  elif [ -d "$PG_HOME/pg" ] && [ "$(stat -c %u "$PG_HOME/pg")" != 0 ]; then
+    stat -c %U "$PG_HOME/pg"
   elif id postgres >/dev/null 2>&1; then
     echo postgres
   else
@@ -90,7 +106,54 @@ pid_alive() {
 # The pid from FILE (first line).
 pid_of() { head -n 1 "$1"; }
 
+PG_HOME="$(pg_home)"
+
 # True if a docker engine answers (not just a docker CLI on PATH).
 docker_engine() {
   command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1
+}
+
+# Sets COMPOSE to the Compose that works here: the v2 plugin (`docker compose`), else the
+# standalone `docker-compose` (v1, e.g. Debian's 1.29). Fails when there is neither: a
+# docker CLI without the plugin answers `docker compose -f` with "unknown shorthand flag".
+compose_detect() {
+  COMPOSE=()
+  if command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1; then
+    COMPOSE=(docker compose)
+  elif command -v docker-compose >/dev/null 2>&1 && docker-compose version >/dev/null 2>&1; then
+    COMPOSE=(docker-compose)
+  else
+    return 1
+  fi
+}
+
+# Prints `a.b.c=value` for each string leaf of pretty-printed JSON on stdin (the shape
+# `switchboard admin seed-demo` prints: two-space indents, one key per line, string values
+# without escapes), so the scripts need neither Python nor jq to read it.
+json_leaves() {
+  local line key value path=()
+  while IFS= read -r line; do
+    line="${line#"${line%%[![:space:]]*}"}"
+    case "$line" in
+    \"*\":\ \{)
+      key="${line#\"}"
+      path+=("${key%%\"*}")
+      ;;
+    \} | \},)
+      [ "${#path[@]}" -eq 0 ] || unset 'path[${#path[@]}-1]'
+      ;;
+    \"*\":\ \"*)
+      key="${line#\"}"
+      key="${key%%\"*}"
+      value="${line#*\": \"}"
+      value="${value%,}"
+      value="${value%\"}"
+      if [ "${#path[@]}" -gt 0 ]; then
+        printf '%s.%s=%s\n' "$(IFS=.; echo "${path[*]}")" "$key" "$value"
+      else
+        printf '%s=%s\n' "$key" "$value"
+      fi
+      ;;
+    esac
+  done
 }

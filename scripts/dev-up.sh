@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Brings up the local active-active stack (SPEC §7): Postgres, Redis, two Switchboard pods
-# and HAProxy round-robin in front of them with no stickiness, then seeds a demo org.
-# All state lives under .dev/; the system's own Postgres and Redis are never touched.
-# Re-running only starts what is down. Stop with scripts/dev-down.sh.
+# and HAProxy round-robin in front of them with no stickiness, then seeds a demo org
+# (`switchboard admin seed-demo`) and prints how to reach it all.
+#
+# With a running Docker engine and Compose (`docker compose` or `docker-compose`) this is
+# docker-compose.multi-pod.yml; otherwise the same stack runs natively, its state under
+# .dev/ (as root, Postgres' cluster lives outside the checkout, see pg_home in dev-lib.sh,
+# so a checkout in a 0700 home works). The system's own Postgres and Redis are never
+# touched. Re-running only starts what is down. Stop with scripts/dev-down.sh.
 #
 # Environment: SB_PG_PORT (55432), SB_REDIS_PORT (56379), SB_LB_PORT (8080),
 # SB_POD1_PORT (3001), SB_POD2_PORT (3002); SB_NATIVE=1 skips Docker even when an engine
-# runs; SB_SKIP_BUILD=1 reuses target/release/switchboard as it is.
+# runs; SB_SKIP_BUILD=1 reuses the built switchboard binary as it is.
 set -euo pipefail
 
 # shellcheck source=scripts/dev-lib.sh
@@ -18,7 +23,11 @@ LB_URL="http://127.0.0.1:$LB_PORT"
 PUBLIC_URL="http://localhost:$LB_PORT"
 
 mkdir -p "$DEV"
-chmod 755 "$DEV" # the Postgres user must be able to reach .dev/pg when we run as root
+if [ "$PG_HOME" = "$DEV" ] && is_root; then
+  chmod 755 "$DEV" # a cluster from before lives in .dev/pg: its user must reach it
+else
+  chmod 700 "$DEV" # env and seed.json hold secrets
+fi
 
 # --- secrets and environment ------------------------------------------------------------
 
@@ -61,19 +70,99 @@ with_env() {
 
 write_env
 
-# --- Docker, when an engine is running ----------------------------------------------------
+# --- demo data and summary (both paths) -------------------------------------------------------
 
+# Runs `switchboard admin seed-demo` (COMMAND... runs the binary) into .dev/seed.json: it
+# converges the demo org and prints the same JSON every time for the same master key.
+seed_demo() {
+  local tmp
+  log "Seeding the demo org (switchboard admin seed-demo)"
+  tmp="$(mktemp "$DEV/seed.json.XXXXXX")" # 0600: passwords and channel secrets
+  "$@" admin seed-demo >"$tmp" || {
+    rm -f "$tmp"
+    die "seed-demo failed"
+  }
+  mv "$tmp" "$SEED"
+}
+
+# Prints what a newcomer needs, the same for both paths. $1 says where the pods' logs are
+# ("file" for .dev/pod-N.log, else the compose command prefix).
+summary() {
+  local logs=$1 leaves i port channel key value
+  leaves="$(json_leaves <"$SEED")"
+  leaf() { printf '%s\n' "$leaves" | sed -n "s|^$1=||p"; }
+  echo
+  echo "Switchboard dev stack is up ($MODE)"
+  printf '  load balancer  %s   (round robin, no stickiness; X-Served-By names the pod)\n' "$PUBLIC_URL"
+  for i in "${!PODS[@]}"; do
+    port="${POD_PORTS[$i]}"
+    if [ "$logs" = file ]; then
+      printf '  %-14s http://127.0.0.1:%s   (log .dev/%s.log)\n' "${PODS[$i]}" "$port" "${PODS[$i]}"
+    else
+      printf '  %-14s http://127.0.0.1:%s   (log: %s logs %s)\n' "${PODS[$i]}" "$port" "$logs" "${PODS[$i]}"
+    fi
+  done
+  printf '  %-14s %s\n' "org id" "$(leaf org_id)"
+  for role in admin expert; do
+    printf '  %-14s %s / %s\n' "$role" "$(leaf "$role.email")" "$(leaf "$role.password")"
+  done
+  echo "  channels:"
+  for channel in slack whatsapp telegram email; do
+    printf '    %-9s %s\n' "$channel" "$(leaf "channels.$channel.webhook_url")"
+    printf '%s\n' "$leaves" | sed -n "s|^channels\.$channel\.secrets\.||p" |
+      while IFS='=' read -r key value; do
+        printf '              %s = %s\n' "$key" "$value"
+      done
+  done
+  if [ "$logs" = file ]; then
+    echo "  env for the CLI: set -a; . .dev/env; set +a   (all of this is in .dev/seed.json)"
+  else
+    echo "  the CLI:        $logs run --rm --no-deps migrate admin …   (all of this is in .dev/seed.json)"
+  fi
+  echo "  stop with:      scripts/dev-down.sh   (--purge also deletes .dev/)"
+}
+
+wait_lb() {
+  # Health checks need `rise 2` passes before a server takes traffic.
+  for _ in $(seq 120); do
+    curl -fsS -m 2 -o /dev/null "$LB_URL/ready" 2>/dev/null && return 0
+    sleep 0.5
+  done
+  die "the load balancer does not answer on $LB_URL/ready"
+}
+
+# --- Docker, when an engine and Compose are there ---------------------------------------------
+
+use_compose=0
 if [ "${SB_NATIVE:-0}" != 1 ] && docker_engine; then
-  log "Docker engine found: docker compose -f ${COMPOSE_FILE##*/} up -d --build"
-  # Compose takes only the secrets from .dev/env; its URLs point at its own services.
-  JWT_SECRET="$(sed -n 's/^JWT_SECRET=//p' "$DEV/env")" \
-    MASTER_ENCRYPTION_KEY="$(sed -n 's/^MASTER_ENCRYPTION_KEY=//p' "$DEV/env")" \
-    docker compose -f "$COMPOSE_FILE" up -d --build
-  touch "$DEV/compose" # tells dev-down.sh to use compose
-  log "Load balancer: $PUBLIC_URL (pods are not seeded in Docker mode; SB_NATIVE=1 runs natively)"
-  log "Stop with: scripts/dev-down.sh"
+  if compose_detect; then
+    use_compose=1
+  else
+    log "A Docker engine runs but Compose does not (neither 'docker compose' nor docker-compose): starting the native stack"
+  fi
+fi
+
+if [ "$use_compose" = 1 ]; then
+  MODE="docker: ${COMPOSE[*]}"
+  compose=("${COMPOSE[@]}" -p "$COMPOSE_PROJECT" -f "$COMPOSE_FILE")
+  # Base images: present, pulled, or (no registry answers) local stand-ins.
+  scripts/docker-base-images.sh
+  log "${compose[*]} up -d --build"
+  # Compose takes only the secrets from .dev/env (seed-demo derives the demo's credentials
+  # from the master key); its URLs point at its own services.
+  JWT_SECRET="$(sed -n 's/^JWT_SECRET=//p' "$DEV/env")"
+  MASTER_ENCRYPTION_KEY="$(sed -n 's/^MASTER_ENCRYPTION_KEY=//p' "$DEV/env")"
+  SB_LB_PORT="$LB_PORT" SB_POD1_PORT="${POD_PORTS[0]}" SB_POD2_PORT="${POD_PORTS[1]}"
+  export JWT_SECRET MASTER_ENCRYPTION_KEY SB_LB_PORT SB_POD1_PORT SB_POD2_PORT
+  "${compose[@]}" up -d --build
+  # Tells dev-down.sh that the stack is compose's, and which Compose started it.
+  printf '%s\n' "${COMPOSE[@]}" >"$DEV/compose"
+  wait_lb
+  seed_demo "${compose[@]}" run --rm --no-deps -T migrate
+  summary "${COMPOSE[*]} -p $COMPOSE_PROJECT -f ${COMPOSE_FILE##*/}"
   exit 0
 fi
+MODE=native
 
 # --- packages --------------------------------------------------------------------------
 
@@ -82,7 +171,6 @@ pg_bindir >/dev/null || missing+=(postgresql)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v haproxy >/dev/null || missing+=(haproxy)
 command -v curl >/dev/null || missing+=(curl)
-command -v python3 >/dev/null || missing+=(python3) # JSON handling for the seed step
 if [ "${#missing[@]}" -gt 0 ]; then
   log "Installing ${missing[*]}"
   sudo=()
@@ -96,36 +184,41 @@ PG_BIN="$(pg_bindir)" || die "no initdb found on PATH or in /usr/lib/postgresql/
 # --- Postgres ----------------------------------------------------------------------------
 
 PG_USER="$(pg_user)"
-PG_RUN="$DEV/pg-run" # unix socket and server log
+PG_DATA="$PG_HOME/pg"
+PG_RUN="$PG_HOME/pg-run" # unix socket and server log
 if is_root && ! id "$PG_USER" >/dev/null 2>&1; then
   log "Creating system user $PG_USER to own the dev cluster (Postgres will not run as root)"
   useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"
 fi
 socket="$PG_RUN/.s.PGSQL.$PG_PORT"
 [ "${#socket}" -le 100 ] || die "socket path too long for a unix socket: $socket (move the checkout)"
+if [ "$PG_HOME" != "$DEV" ]; then
+  # Root-owned and searchable: only the cluster's own directories belong to its user.
+  mkdir -p "$PG_HOME"
+  chmod 755 "$(dirname "$PG_HOME")" "$PG_HOME"
+fi
 mkdir -p "$PG_RUN"
 if is_root; then
   chown "$PG_USER": "$PG_RUN"
-  [ ! -d "$DEV/pg" ] || chown -R "$PG_USER": "$DEV/pg"
-  as_pg test -w "$PG_RUN" ||
-    die "user $PG_USER cannot reach $PG_RUN: make the checkout's parent directories world-searchable (chmod o+x)"
+  [ ! -d "$PG_DATA" ] || chown -R "$PG_USER": "$PG_DATA"
+  as_pg test -w "$PG_RUN" || die "user $PG_USER cannot reach $PG_RUN"
 fi
 
-if [ ! -s "$DEV/pg/PG_VERSION" ]; then
-  log "Initialising Postgres cluster in .dev/pg ($PG_BIN)"
-  mkdir -p "$DEV/pg"
-  chmod 700 "$DEV/pg"
-  if is_root; then chown "$PG_USER": "$DEV/pg"; fi
-  as_pg "$PG_BIN/initdb" -D "$DEV/pg" -A trust -U postgres -E UTF8 >"$PG_RUN/initdb.log" 2>&1 ||
+if [ ! -s "$PG_DATA/PG_VERSION" ]; then
+  log "Initialising a Postgres cluster in $PG_DATA ($PG_BIN)"
+  mkdir -p "$PG_DATA"
+  chmod 700 "$PG_DATA"
+  if is_root; then chown "$PG_USER": "$PG_DATA"; fi
+  as_pg "$PG_BIN/initdb" -D "$PG_DATA" -A trust -U postgres -E UTF8 >"$PG_RUN/initdb.log" 2>&1 ||
     die "initdb failed; see $PG_RUN/initdb.log"
 fi
 
-if as_pg "$PG_BIN/pg_ctl" -D "$DEV/pg" status >/dev/null 2>&1; then
+if as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
   log "Postgres already running"
 else
   log "Starting Postgres on 127.0.0.1:$PG_PORT"
   # -o is parsed by a shell inside pg_ctl, hence the inner quotes around the socket dir.
-  as_pg "$PG_BIN/pg_ctl" -D "$DEV/pg" -l "$PG_RUN/postgres.log" -w -t 60 \
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_RUN/postgres.log" -w -t 60 \
     -o "-p $PG_PORT -h 127.0.0.1 -k '$PG_RUN'" start >/dev/null || {
     tail -n 20 "$PG_RUN/postgres.log" >&2 || true
     die "Postgres did not start"
@@ -170,7 +263,7 @@ if [ "${SB_SKIP_BUILD:-0}" = 1 ] && [ -x "$BIN" ]; then
   log "Reusing $BIN (SB_SKIP_BUILD=1)"
 else
   command -v cargo >/dev/null || die "cargo is not on PATH (install the Rust toolchain)"
-  log "Building target/release/switchboard"
+  log "Building ${BIN#"$ROOT/"}"
   cargo build --release --bin switchboard
 fi
 
@@ -249,177 +342,6 @@ else
   fi
 fi
 
-# Health checks need `rise 2` passes before a server takes traffic.
-for _ in $(seq 60); do
-  curl -fsS -m 2 -o /dev/null "$LB_URL/ready" 2>/dev/null && break
-  sleep 0.5
-done
-curl -fsS -m 2 -o /dev/null "$LB_URL/ready" || die "the load balancer does not answer on $LB_URL/ready"
-
-# --- demo data ------------------------------------------------------------------------------
-
-# Prints the value at a dotted PATH (e.g. admin.password) of the JSON text in $1; '' if absent.
-jget() {
-  python3 -c '
-import json, sys
-v = json.loads(sys.argv[1])
-for k in sys.argv[2].split("."):
-  v = v.get(k) if isinstance(v, dict) else None
-print("" if v is None else v)' "$1" "$2"
-}
-
-# Sets the dotted PATH in seed.json to VALUE (a JSON text), rewriting the file atomically.
-seed_set() {
-  python3 -c '
-import json, os, sys
-path, keys, value = sys.argv[1], sys.argv[2].split("."), json.loads(sys.argv[3])
-with open(path) as f:
-  seed = json.load(f)
-node = seed
-for k in keys[:-1]:
-  node = node.setdefault(k, {})
-node[keys[-1]] = value
-# 0600: the seed holds passwords and channel secrets.
-with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-  json.dump(seed, f, indent=2)
-  f.write("\n")
-os.replace(path + ".tmp", path)
-os.chmod(path, 0o600)' "$SEED" "$1" "$2"
-}
-
-# The demo credentials and channel secrets are generated once, before anything is created,
-# so a run interrupted half-way resumes with the same passwords instead of orphaning them.
-new_seed() {
-  (
-    umask 077
-    python3 - "$SEED" <<'PY'
-import base64, json, secrets, string, sys
-
-alnum = string.ascii_letters + string.digits
-def token(n):
-  return "".join(secrets.choice(alnum) for _ in range(n))
-
-seed = {
-  "org_id": None,
-  "admin": {"email": "admin@demo.local", "password": token(16)},
-  "expert": {"email": "expert@demo.local", "password": token(16)},
-  "channels": {
-    "slack": {"name": "demo-slack", "secrets": {
-      "signing_secret": secrets.token_hex(16),
-      "bot_token": "xoxb-demo-" + token(24)}},
-    "whatsapp": {"name": "demo-whatsapp", "secrets": {
-      "account_sid": "AC" + secrets.token_hex(16),
-      "auth_token": secrets.token_hex(16),
-      "from_number": "whatsapp:+15555550100"}},
-    "telegram": {"name": "demo-telegram", "secrets": {
-      "bot_token": "%d:%s" % (secrets.randbelow(9 * 10**9) + 10**9, token(35)),
-      "secret_token": token(32)}},
-    "email": {"name": "demo-email", "secrets": {
-      "webhook_secret": "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode(),
-      "api_key": "re_demo_" + token(24),
-      "from_address": "support@demo.local"}},
-  },
-}
-with open(sys.argv[1], "w") as f:
-  json.dump(seed, f, indent=2)
-  f.write("\n")
-PY
-  )
-}
-
-admin_cli() { with_env "$BIN" admin "$@"; }
-
-[ -s "$SEED" ] || new_seed
-seed="$(cat "$SEED")"
-org="$(jget "$seed" org_id)"
-# A seed whose org is gone (the cluster was re-initialised) is re-seeded into a new org.
-if [[ -n "$org" && ! "$org" =~ ^[0-9a-fA-F-]{36}$ ]]; then
-  die "org_id in .dev/seed.json is not a UUID: $org"
-fi
-if [ -n "$org" ] && [ "$(pg_query "SELECT count(*) FROM orgs WHERE id = '$org'" switchboard)" = 0 ]; then
-  warn "org $org from .dev/seed.json no longer exists; creating a new demo org"
-  org=""
-fi
-if [ -z "$org" ]; then
-  log "Creating the demo org"
-  out="$(admin_cli create-org --name "Demo Org")"
-  org="$(jget "$out" id)"
-  [ -n "$org" ] || die "create-org printed no id: $out"
-  seed_set org_id "\"$org\""
-fi
-# create-user is idempotent (an existing user keeps its password and gets the membership).
-for role in admin expert; do
-  admin_cli create-user --org "$org" --email "$(jget "$seed" "$role.email")" \
-    --password "$(jget "$seed" "$role.password")" --role "$role" >/dev/null
-done
-
-# HTTP against the load balancer: sets $status and $resp (the body) in this shell.
-status=""
-resp=""
-token=""
-api() {
-  local method=$1 path=$2 body=${3:-}
-  local args=(-sS -m 10 -X "$method" -H 'Accept: application/json' -o "$DEV/.response" -w '%{http_code}')
-  [ -z "$token" ] || args+=(-H "Authorization: Bearer $token")
-  [ -z "$body" ] || args+=(-H 'Content-Type: application/json' --data-binary "$body")
-  status="$(curl "${args[@]}" "$LB_URL$path")" || status=000
-  resp="$(cat "$DEV/.response" 2>/dev/null || true)"
-  rm -f "$DEV/.response"
-}
-
-login_body="$(python3 -c 'import json, sys; print(json.dumps({"email": sys.argv[1], "password": sys.argv[2]}))' \
-  "$(jget "$seed" admin.email)" "$(jget "$seed" admin.password)")"
-api POST /auth/login "$login_body"
-[ "$status" = 200 ] || die "login as $(jget "$seed" admin.email) failed ($status): $resp"
-token="$(jget "$resp" token)"
-
-for channel in slack whatsapp telegram email; do
-  name="$(jget "$seed" "channels.$channel.name")"
-  body="$(python3 -c '
-import json, sys
-seed, org, channel = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-c = seed["channels"][channel]
-print(json.dumps({"org_id": org, "channel": channel, "name": c["name"],
-                  "secrets": c["secrets"], "settings": {}}))' "$seed" "$org" "$channel")"
-  api POST /channel-connections "$body"
-  case "$status" in
-  201) log "Created the $channel connection" ;;
-  409)
-    log "The $channel connection already exists"
-    # Already there from an earlier run: find it to report its id and webhook URL.
-    api GET "/channel-connections?org_id=$org"
-    [ "$status" = 200 ] || die "listing connections failed ($status): $resp"
-    resp="$(python3 -c '
-import json, sys
-items = json.loads(sys.argv[1]).get("items", [])
-match = [i for i in items if i.get("channel") == sys.argv[2] and i.get("name") == sys.argv[3]]
-print(json.dumps(match[0] if match else {}))' "$resp" "$channel" "$name")"
-    ;;
-  *) die "creating the $channel connection failed ($status): $resp" ;;
-  esac
-  seed_set "channels.$channel.id" "\"$(jget "$resp" id)\""
-  seed_set "channels.$channel.webhook_url" "\"$(jget "$resp" webhook_url)\""
-done
-
-# --- summary --------------------------------------------------------------------------------
-
-python3 - "$SEED" "$PUBLIC_URL" "${POD_PORTS[@]}" <<'PY'
-import json, sys
-seed = json.load(open(sys.argv[1]))
-lb, ports = sys.argv[2], sys.argv[3:]
-print()
-print("Switchboard dev stack is up")
-print(f"  load balancer  {lb}   (round robin, no stickiness; X-Served-By names the pod)")
-for i, port in enumerate(ports, 1):
-  print(f"  pod-{i}          http://127.0.0.1:{port}   (log .dev/pod-{i}.log)")
-print(f"  org id         {seed['org_id']}")
-for role in ("admin", "expert"):
-  print(f"  {role:<14} {seed[role]['email']} / {seed[role]['password']}")
-print("  channels:")
-for name, c in seed["channels"].items():
-  print(f"    {name:<9} {c.get('webhook_url', '?')}")
-  for k, v in c["secrets"].items():
-    print(f"              {k} = {v}")
-print("  env for the CLI: set -a; . .dev/env; set +a   (all of this is in .dev/seed.json)")
-print("  stop with:      scripts/dev-down.sh   (--purge also deletes .dev/)")
-PY
+wait_lb
+seed_demo with_env "$BIN"
+summary file

@@ -38,3 +38,9 @@ if command -v cargo-nextest >/dev/null 2>&1; then
 else
   cargo test --no-fail-fast "$@"
 fi
+
+# The expert console end to end in headless Chromium (two pods, a load balancer, the demo
+# providers), on the same Postgres and Redis; whole-suite runs only, SB_SKIP_BROWSER=1 skips.
+if [ "$*" = --workspace ] && [ "${SB_SKIP_BROWSER:-0}" != 1 ]; then
+  scripts/test-browser.sh
+fi

@@ -6,32 +6,49 @@
 //! subscription is live: after a disconnect it is cleared and bypassed until the pod has
 //! subscribed again, because messages published in between are lost. Entries also expire
 //! after [`TTL`] as a backstop.
+//!
+//! Unknown ids are remembered too, for [`MISS_TTL`]: a webhook for a connection that does
+//! not exist is refused without a Postgres query while its miss is remembered, and at most
+//! [`LOOKUPS`] lookups run at once per pod, so requests nobody authenticated (the
+//! connection id comes before any signature) cannot take the pool the accept path needs.
+//! Creating a connection invalidates its id like any other change.
 
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use switchboard_coord::Redis;
-use switchboard_store::connections::{self, Connection};
+use switchboard_store::connections::{self, Connection, Secrets};
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::{PgPool, StoreError};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// Longest time an entry is trusted without a reload.
 pub const TTL: Duration = Duration::from_secs(60);
 
-/// A connection with its decrypted secrets.
+/// How long an unknown id is answered "no such connection" without asking Postgres.
+pub const MISS_TTL: Duration = Duration::from_secs(30);
+
+/// Most entries kept; past it, expired ones are dropped and new misses are not remembered.
+pub const MAX_ENTRIES: usize = 50_000;
+
+/// Postgres lookups one pod runs at once for this cache.
+pub const LOOKUPS: usize = 2;
+
+/// A connection with its decrypted secrets (which `Debug` does not show).
 #[derive(Debug)]
 pub struct Loaded {
     /// The connection.
     pub connection: Connection,
     /// Its secrets.
-    pub secrets: serde_json::Value,
+    pub secrets: Secrets,
 }
 
-type Entries = HashMap<Uuid, (Instant, Arc<Loaded>)>;
+/// A connection, or `None` for an id Postgres did not know, with when it was read.
+type Entries = HashMap<Uuid, (Instant, Option<Arc<Loaded>>)>;
 
 /// Cheap to clone; all clones share one map.
 #[derive(Clone)]
@@ -40,6 +57,8 @@ pub struct ConnectionCache {
     live: Arc<AtomicBool>,
     redis: Redis,
     channel: String,
+    lookups: Arc<Semaphore>,
+    queries: Arc<AtomicU64>,
 }
 
 impl ConnectionCache {
@@ -50,6 +69,8 @@ impl ConnectionCache {
             live: Arc::default(),
             channel: redis.key("connections:changed"),
             redis,
+            lookups: Arc::new(Semaphore::new(LOOKUPS)),
+            queries: Arc::default(),
         };
         let subscriber = cache.clone();
         tokio::spawn(async move { subscriber.listen(token).await });
@@ -65,28 +86,56 @@ impl ConnectionCache {
     ) -> Result<Option<Arc<Loaded>>, StoreError> {
         let live = self.live.load(Ordering::SeqCst);
         if live {
-            if let Ok(entries) = self.entries.read() {
-                if let Some((at, loaded)) = entries.get(&id) {
-                    if at.elapsed() < TTL {
-                        return Ok(Some(loaded.clone()));
-                    }
+            if let Some(cached) = self.cached(id) {
+                return Ok(cached);
+            }
+        }
+        let _permit = self.lookups.acquire().await.ok();
+        // Another request may have loaded it while this one waited.
+        if live {
+            if let Some(cached) = self.cached(id) {
+                return Ok(cached);
+            }
+        }
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        let loaded =
+            connections::get_with_secrets(db, cipher, id)
+                .await?
+                .map(|(connection, secrets)| {
+                    Arc::new(Loaded {
+                        connection,
+                        secrets,
+                    })
+                });
+        if live {
+            if let Ok(mut entries) = self.entries.write() {
+                if entries.len() >= MAX_ENTRIES {
+                    entries.retain(|_, (at, e)| {
+                        at.elapsed() < if e.is_some() { TTL } else { MISS_TTL }
+                    });
+                }
+                if loaded.is_some() || entries.len() < MAX_ENTRIES {
+                    entries.insert(id, (Instant::now(), loaded.clone()));
                 }
             }
         }
-        let Some((connection, secrets)) = connections::get_with_secrets(db, cipher, id).await?
-        else {
-            return Ok(None);
-        };
-        let loaded = Arc::new(Loaded {
-            connection,
-            secrets,
-        });
-        if live {
-            if let Ok(mut entries) = self.entries.write() {
-                entries.insert(id, (Instant::now(), loaded.clone()));
-            }
+        Ok(loaded)
+    }
+
+    /// What the cache can answer for `id` without Postgres: `Some(None)` for a remembered
+    /// miss.
+    fn cached(&self, id: Uuid) -> Option<Option<Arc<Loaded>>> {
+        let entries = self.entries.read().ok()?;
+        match entries.get(&id)? {
+            (at, Some(loaded)) if at.elapsed() < TTL => Some(Some(loaded.clone())),
+            (at, None) if at.elapsed() < MISS_TTL => Some(None),
+            _ => None,
         }
-        Ok(Some(loaded))
+    }
+
+    /// How many Postgres lookups this cache has made (for tests and diagnostics).
+    pub fn queries(&self) -> u64 {
+        self.queries.load(Ordering::Relaxed)
     }
 
     /// Drops `id` here and tells every other pod to drop it. Call after the change commits.

@@ -47,6 +47,12 @@ impl ApiError {
         self
     }
 
+    /// Adds a `Retry-After` header.
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
     /// The JSON body this error answers with (what an Idempotency-Key replays).
     pub fn body(&self) -> serde_json::Value {
         serde_json::to_value(self.wire()).unwrap_or(serde_json::Value::Null)
@@ -163,6 +169,16 @@ impl From<StoreError> for ApiError {
             StoreError::MissingReference => {
                 ApiError::validation("a referenced resource does not exist")
             }
+            // Postgres away or restarting says nothing about the request: 503 and a retry,
+            // never a 500 (the cause is logged, not sent).
+            other if other.is_unavailable() => {
+                tracing::warn!(error = %other, "database unavailable");
+                ApiError::unavailable(
+                    "dependency_unavailable",
+                    "the database is unavailable; retry later",
+                )
+                .with_retry_after(Duration::from_secs(5))
+            }
             other => ApiError::internal(other),
         }
     }
@@ -182,6 +198,37 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The error body every endpoint answers with, as documented in the OpenAPI document.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// Stable, machine-readable (`conflict`, `forbidden`, `validation_failed`, …).
+    pub code: String,
+    /// For humans.
+    pub message: String,
+}
+
+/// A 409 from a queue item action: the item's state now, so the client can refresh it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ConflictBody {
+    /// `conflict` or `idempotency_in_progress`.
+    pub code: String,
+    /// For humans.
+    pub message: String,
+    /// Absent for `idempotency_in_progress`.
+    pub current: Option<CurrentState>,
+}
+
+/// A queue item's state as a conflict reports it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CurrentState {
+    /// The state.
+    pub status: switchboard_domain::QueueStatus,
+    /// The version.
+    pub version: i32,
+    /// Who holds it.
+    pub claimed_by: Option<uuid::Uuid>,
 }
 
 /// Result alias for handlers.

@@ -3,15 +3,18 @@
 
 pub mod auth;
 pub mod connection_cache;
+mod console;
 pub mod error;
 pub mod extract;
 mod http;
 pub mod idempotency;
 pub mod lifecycle;
 pub mod metrics;
+mod serve;
 mod server;
 pub mod state;
 pub mod telemetry;
+pub mod timeouts;
 
 pub use server::{App, Server, StartError};
 pub use state::AppState;

@@ -12,17 +12,21 @@ use switchboard_config::{AppEnv, Config, Violation};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
+use switchboard_flows::dispatch::{self, Dispatcher};
 use switchboard_flows::email_body::EmailBodies;
 use switchboard_flows::faults::Faults;
+use switchboard_flows::inbound::InboxPolicy;
+use switchboard_flows::inbox_retention::{self, RetentionConfig};
 use switchboard_flows::intake::Intake;
 use switchboard_flows::outbox_sweeper::{self, OutboxSweepConfig};
 use switchboard_flows::pressure::AcceptLoad;
 use switchboard_flows::queue::{InboundQueue, OutboundQueue};
 use switchboard_flows::sweeper::{self, SweepConfig};
 use switchboard_flows::upkeep;
-use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenError};
+use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenClaims, TokenError};
 use switchboard_store::StoreError;
 use switchboard_store::crypto::SecretCipher;
+use switchboard_store::inbox::RetryPolicy;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -49,6 +53,19 @@ pub enum StartError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+/// The inbound job's retries and limits, from the configuration.
+fn inbox_policy(config: &Config) -> InboxPolicy {
+    InboxPolicy {
+        retry: RetryPolicy {
+            max_attempts: i32::try_from(config.inbox_max_attempts).unwrap_or(i32::MAX),
+            base: Duration::from_secs(config.inbox_retry_base_secs),
+            max_wait: Duration::from_secs(config.inbox_retry_max_secs),
+        },
+        text_max_bytes: config.inbound_text_max_bytes,
+        prompt_max_bytes: config.agent_prompt_max_bytes,
+    }
 }
 
 /// A pod that has been assembled but does not listen yet.
@@ -123,9 +140,12 @@ impl App {
             agent: AgentClient::new(&config, redis.clone()),
             emitter: realtime.emitter(),
             inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
+            inbox_policy: inbox_policy(&config),
             load: AcceptLoad::new(config.accept_priority_in_flight),
             email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
             outbound: OutboundQueue::outbound(&redis),
+            dispatch: Dispatcher::new(&config, SecretCipher::new(&key))
+                .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
             faults: faults(&config)?,
         };
         let inbound = InboundQueue::inbound(&redis);
@@ -160,13 +180,32 @@ impl App {
         let local = listener
             .local_addr()
             .map_err(|source| StartError::Bind { addr, source })?;
-        Ok(self.serve(listener, local))
+        // `/metrics` on an address of its own (kept off the public port), when configured.
+        let metrics = match self.state.config.metrics_addr {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Bind { addr, source })?;
+                let bound = listener
+                    .local_addr()
+                    .map_err(|source| StartError::Bind { addr, source })?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
+        Ok(self.serve(listener, local, metrics))
     }
 
-    fn serve(self, listener: TcpListener, addr: SocketAddr) -> Server {
+    fn serve(
+        self,
+        listener: TcpListener,
+        addr: SocketAddr,
+        metrics: Option<(TcpListener, SocketAddr)>,
+    ) -> Server {
         let state = self.state;
         let lifecycle = state.lifecycle.clone();
         let router = crate::http::router(state.clone());
+        let header_timeout = Duration::from_millis(state.config.http_header_timeout_ms);
 
         // Drain: readiness is already 503; wait so the load balancer notices, then stop.
         let drain_delay = state.config.drain_delay();
@@ -180,13 +219,26 @@ impl App {
 
         spawn_background(&state);
         let token = lifecycle.shutdown_token();
-        let http = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await
+        let metrics_addr = metrics.map(|(listener, bound)| {
+            let router =
+                axum::Router::new().route("/metrics", axum::routing::get(crate::metrics::render));
+            let token = token.clone();
+            lifecycle.tasks().spawn(async move {
+                if let Err(e) = crate::serve::serve(listener, router, header_timeout, token).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            });
+            tracing::info!(addr = %bound, "metrics listening");
+            bound
         });
+        let http = tokio::spawn(crate::serve::serve(listener, router, header_timeout, token));
         tracing::info!(%addr, "listening");
-        Server { addr, state, http }
+        Server {
+            addr,
+            metrics_addr,
+            state,
+            http,
+        }
     }
 }
 
@@ -208,7 +260,10 @@ fn faults(config: &Config) -> Result<Faults, StartError> {
 fn token_verifier(jwt: Arc<JwtKeys>) -> realtime::TokenVerifier {
     Arc::new(move |token| {
         jwt.verify(token)
-            .map(|claims| claims.sub)
+            .map(|claims| TokenClaims {
+                user_id: claims.sub,
+                expires_at: claims.exp,
+            })
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,
                 _ => TokenError::Invalid,
@@ -253,14 +308,40 @@ fn spawn_background(state: &AppState) {
             token.clone(),
             tracker,
         );
+        dispatch::spawn_workers(
+            state.flows.clone(),
+            identity.clone(),
+            config.worker_concurrency,
+            token.clone(),
+            tracker,
+        );
     }
+    let dead_letter_slot = Duration::from_millis(config.dead_letter_interval_ms.max(100));
+    dispatch::dead_letters::spawn(
+        state.flows.clone(),
+        dead_letter_slot,
+        identity.clone(),
+        token.clone(),
+        tracker,
+    );
+    dispatch::spawn_gauges(state.flows.clone(), token.clone(), tracker);
     sweeper::spawn(
         state.db.clone(),
         state.inbound.clone(),
         SweepConfig {
             interval: Duration::from_millis(config.inbox_sweep_interval_ms.max(100)),
             grace: Duration::from_secs(config.inbox_grace_secs),
-            batch: 500,
+            batch: config.inbox_sweep_batch,
+        },
+        identity.clone(),
+        token.clone(),
+        tracker,
+    );
+    inbox_retention::spawn(
+        state.db.clone(),
+        RetentionConfig {
+            interval: Duration::from_millis(config.inbox_prune_interval_ms.max(100)),
+            retention: Duration::from_secs(config.inbox_retention_days.saturating_mul(86_400)),
         },
         identity,
         token,
@@ -271,6 +352,7 @@ fn spawn_background(state: &AppState) {
 /// A running pod.
 pub struct Server {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     state: AppState,
     http: JoinHandle<std::io::Result<()>>,
 }
@@ -279,6 +361,11 @@ impl Server {
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where `/metrics` is served when `METRICS_ADDR` is set (useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The pod's state.

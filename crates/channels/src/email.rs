@@ -19,6 +19,23 @@ use crate::inbound::{
 /// The email (Resend) channel.
 pub struct Email;
 
+/// A `webhook_secret` must be a Standard Webhooks secret, `whsec_` + base64 of the key, or
+/// no signature could ever verify. Names the field, never the value.
+pub(crate) fn check_secrets(secrets: &serde_json::Map<String, Value>) -> Result<(), String> {
+    let secret = secrets
+        .get("webhook_secret")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let key = secret
+        .strip_prefix("whsec_")
+        .and_then(|b64| STANDARD.decode(b64).ok())
+        .filter(|key| !key.is_empty());
+    match key {
+        Some(_) => Ok(()),
+        None => Err("webhook_secret must be whsec_ followed by the base64 of the signing key (as Resend shows it)".into()),
+    }
+}
+
 /// A Standard Webhooks header, under either its spec name or Resend's `svix-` alias.
 fn std_header<'a>(req: &InboundRequest<'a>, suffix: &str) -> Option<&'a str> {
     header(req, &format!("webhook-{suffix}")).or_else(|| header(req, &format!("svix-{suffix}")))

@@ -124,6 +124,25 @@ pub fn verify_and_parse(
     adapter.parse(req)
 }
 
+/// What [`cap_text`] appends to a text it shortened.
+pub const TRUNCATED: &str = "\n[…truncated]";
+
+/// `text` cut to at most `max_bytes` (on a character boundary, with [`TRUNCATED`] at the
+/// end) so one huge message cannot bloat the conversation, the console or the agent's
+/// prompt; the event's raw payload keeps the whole of it.
+pub fn cap_text(mut text: String, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes.saturating_sub(TRUNCATED.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(TRUNCATED);
+    text
+}
+
 /// A header as text; absent and non-text values are the same to a verifier.
 pub(crate) fn header<'a>(req: &InboundRequest<'a>, name: &str) -> Option<&'a str> {
     req.headers.get(name).and_then(|v| v.to_str().ok())
@@ -195,6 +214,17 @@ mod tests {
         assert_eq!(check_fresh("1000", 1301), Err(InboundError::StaleTimestamp));
         assert_eq!(check_fresh("1301", 1000), Err(InboundError::StaleTimestamp));
         assert_eq!(check_fresh("soon", 1000), Err(InboundError::StaleTimestamp));
+    }
+
+    #[test]
+    fn long_texts_are_capped_on_a_character_boundary() {
+        assert_eq!(cap_text("short".into(), 100), "short");
+        let capped = cap_text("é".repeat(1000), 101);
+        assert!(
+            capped.len() <= 101 && capped.ends_with(TRUNCATED),
+            "{capped}"
+        );
+        assert!(capped.starts_with("éé"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod test_support;
 
 pub use inbound::{
     Channel, InboundError, InboundEvent, InboundMessage, InboundRequest, REPLAY_WINDOW_SECS,
-    Verified, channel, verify_and_parse,
+    Verified, cap_text, channel, verify_and_parse,
 };
 
 use serde_json::Value;
@@ -63,7 +63,12 @@ pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), Str
             unknown.join(", ")
         ));
     }
-    Ok(())
+    // Secrets that are present but can never work are refused now, not at every webhook.
+    match channel {
+        ChannelKind::Telegram => telegram::check_secrets(object),
+        ChannelKind::Email => email::check_secrets(object),
+        ChannelKind::Slack | ChannelKind::Whatsapp => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -88,5 +93,45 @@ mod tests {
         assert!(validate_secrets(ChannelKind::Email, &json!([1])).is_err());
         let extra = json!({"bot_token": "a", "secret_token": "b", "oops": "c"});
         assert!(validate_secrets(ChannelKind::Telegram, &extra).is_err());
+    }
+
+    #[test]
+    fn telegram_secret_tokens_must_be_long_and_in_telegrams_alphabet() {
+        let tg = |token: &str| {
+            validate_secrets(
+                ChannelKind::Telegram,
+                &json!({"bot_token": "1:abc", "secret_token": token}),
+            )
+        };
+        assert!(tg("abcdefgh_-ABCD12").is_ok());
+        for bad in [
+            "short",
+            "fifteen-chars-x",
+            "has spaces in it!!",
+            "ünïcode-tokens-xx",
+        ] {
+            let err = tg(bad).expect_err(bad);
+            assert!(err.contains("secret_token") && !err.contains(bad), "{err}");
+        }
+        assert!(tg(&"a".repeat(257)).is_err());
+    }
+
+    #[test]
+    fn email_webhook_secrets_must_be_whsec_base64() {
+        let email = |secret: &str| {
+            validate_secrets(
+                ChannelKind::Email,
+                &json!({"webhook_secret": secret, "api_key": "re_1", "from_address": "a@b.c"}),
+            )
+        };
+        assert!(email("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_ok());
+        for bad in [
+            "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "whsec_",
+            "whsec_not base64!",
+        ] {
+            let err = email(bad).expect_err(bad);
+            assert!(err.contains("webhook_secret"), "{err}");
+        }
     }
 }

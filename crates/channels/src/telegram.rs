@@ -11,6 +11,29 @@ use crate::inbound::{
 /// The Telegram channel.
 pub struct Telegram;
 
+/// Shortest `secret_token` accepted: it is the webhook's only authentication.
+pub const MIN_SECRET_TOKEN_LEN: usize = 16;
+
+/// Telegram's own rule for `setWebhook`'s `secret_token` (1–256 of `A-Z a-z 0-9 _ -`), with a
+/// floor of [`MIN_SECRET_TOKEN_LEN`]: a token Telegram would refuse, or one short enough to
+/// guess, is refused when the connection is created. Names the field, never the value.
+pub(crate) fn check_secrets(secrets: &serde_json::Map<String, Value>) -> Result<(), String> {
+    let token = secrets
+        .get("secret_token")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let allowed = token
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if (MIN_SECRET_TOKEN_LEN..=256).contains(&token.len()) && allowed {
+        Ok(())
+    } else {
+        Err(format!(
+            "secret_token must be {MIN_SECRET_TOKEN_LEN} to 256 characters of A-Z, a-z, 0-9, _ and -"
+        ))
+    }
+}
+
 impl Channel for Telegram {
     /// Telegram does not sign bodies; it echoes the `secret_token` given to `setWebhook`.
     /// The comparison is constant time (it leaks only the length).

@@ -5,6 +5,7 @@ use crate::{AppEnv, Config};
 use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
 use std::fmt;
+use url::{Host, Url};
 
 /// Minimum length of `JWT_SECRET` in production.
 pub const MIN_JWT_SECRET_LEN: usize = 64;
@@ -30,6 +31,12 @@ pub enum Violation {
     NoSentryDsn,
     /// `REDIS_URL` is missing.
     NoRedis,
+    /// `PUBLIC_BASE_URL` is not https, or names this machine: providers could not deliver
+    /// webhooks to it, and Twilio signatures built from it would never match.
+    PublicBaseUrl {
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// pool × pods exceeds 80 % of Postgres `max_connections`.
     ConnectionBudget {
         /// `DB_POOL_SIZE`.
@@ -58,6 +65,10 @@ impl fmt::Display for Violation {
                 f,
                 "REDIS_URL must be set in production (there is no in-memory fallback)"
             ),
+            Violation::PublicBaseUrl { problem } => write!(
+                f,
+                "PUBLIC_BASE_URL must be the https address providers reach in production ({problem})"
+            ),
             Violation::ConnectionBudget {
                 pool,
                 pods,
@@ -70,6 +81,28 @@ impl fmt::Display for Violation {
             ),
         }
     }
+}
+
+/// Why `url` cannot be the address providers call, if it cannot: plain http (webhooks and
+/// their signatures would cross the internet in clear), or a host that is this machine.
+fn public_url_problem(url: &Url) -> Option<&'static str> {
+    if url.scheme() != "https" {
+        return Some("it is not https");
+    }
+    let local = match url.host() {
+        None => true,
+        Some(Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        Some(Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(Host::Ipv6(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    };
+    local.then_some("it points at localhost")
 }
 
 fn budget(max_connections: u32) -> u64 {
@@ -101,6 +134,9 @@ impl Config {
         }
         if self.redis_url.is_none() {
             out.push(Violation::NoRedis);
+        }
+        if let Some(problem) = public_url_problem(&self.public_base_url) {
+            out.push(Violation::PublicBaseUrl { problem });
         }
         out
     }
@@ -157,6 +193,7 @@ mod tests {
             ("JWT_SECRET", STRONG),
             ("MASTER_ENCRYPTION_KEY", KEY),
             ("SENTRY_DSN", "https://key@sentry.example/1"),
+            ("PUBLIC_BASE_URL", "https://switchboard.example.com"),
         ]
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -196,6 +233,37 @@ mod tests {
             let v = production(overrides).static_violations();
             assert_eq!(v, vec![expected.clone()], "{overrides:?}");
         }
+    }
+
+    #[test]
+    fn production_wants_a_public_https_base_url() {
+        let refused = [
+            ("http://switchboard.example.com", "it is not https"),
+            ("https://localhost:8080", "it points at localhost"),
+            ("https://LOCALHOST.", "it points at localhost"),
+            ("https://api.localhost", "it points at localhost"),
+            ("https://127.0.0.2", "it points at localhost"),
+            ("https://[::1]:8443", "it points at localhost"),
+            ("https://0.0.0.0", "it points at localhost"),
+        ];
+        for (url, problem) in refused {
+            let v = production(&[("PUBLIC_BASE_URL", Some(url))]).static_violations();
+            assert_eq!(v, vec![Violation::PublicBaseUrl { problem }], "{url}");
+            assert!(v[0].to_string().starts_with("PUBLIC_BASE_URL must be"));
+        }
+        for url in [
+            "https://switchboard.example.com",
+            "https://10.0.0.5:8443/sb",
+        ] {
+            let c = production(&[("PUBLIC_BASE_URL", Some(url))]);
+            assert!(c.static_violations().is_empty(), "{url}");
+        }
+        // Only production refuses it: the local stack runs on http://localhost.
+        let dev = production(&[
+            ("APP_ENV", Some("development")),
+            ("PUBLIC_BASE_URL", Some("http://localhost:8080")),
+        ]);
+        assert!(dev.static_violations().is_empty());
     }
 
     #[test]

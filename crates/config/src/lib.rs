@@ -145,6 +145,39 @@ pub struct Config {
     pub inbox_lease_secs: u64,
     /// Length of one inbox-sweeper slot (`INBOX_SWEEP_INTERVAL_MS`).
     pub inbox_sweep_interval_ms: u64,
+    /// Failed attempts after which an inbox event is parked until an admin replays it
+    /// (`INBOX_MAX_ATTEMPTS`).
+    pub inbox_max_attempts: u32,
+    /// Wait before the sweeper retries a failed event, doubled per failed attempt
+    /// (`INBOX_RETRY_BASE_SECS`).
+    pub inbox_retry_base_secs: u64,
+    /// Longest wait between two attempts of one event (`INBOX_RETRY_MAX_SECS`).
+    pub inbox_retry_max_secs: u64,
+    /// Most events the sweeper re-enqueues per slot (`INBOX_SWEEP_BATCH`).
+    pub inbox_sweep_batch: i64,
+    /// Processed inbox events older than this are deleted; longer than any provider retries
+    /// a webhook (`INBOX_RETENTION_DAYS`).
+    pub inbox_retention_days: u64,
+    /// Length of one inbox-pruning slot: one pod per slot prunes (`INBOX_PRUNE_INTERVAL_MS`).
+    pub inbox_prune_interval_ms: u64,
+    /// Longest message text stored from an inbound event; the raw payload keeps the rest
+    /// (`INBOUND_TEXT_MAX_BYTES`).
+    pub inbound_text_max_bytes: usize,
+    /// Most conversation text sent to the agent for one draft, newest first
+    /// (`AGENT_PROMPT_MAX_BYTES`).
+    pub agent_prompt_max_bytes: usize,
+    /// A connection that has not sent a whole request head within this is closed
+    /// (`HTTP_HEADER_TIMEOUT_MS`).
+    pub http_header_timeout_ms: u64,
+    /// A request body not received in full within this (from the request's start) is
+    /// answered 408 (`HTTP_BODY_TIMEOUT_MS`). Not applied to websockets.
+    pub http_body_timeout_ms: u64,
+    /// A REST or webhook request not answered within this is answered 408
+    /// (`HTTP_REQUEST_TIMEOUT_MS`). Not applied to websockets.
+    pub http_request_timeout_ms: u64,
+    /// Serve `/metrics` on this address instead of the API port (`METRICS_ADDR`).
+    #[serde(default)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Identifies this pod in worker names, logs and metrics (`POD_ID`, default the hostname).
     #[serde(default)]
     pub pod_id: Option<String>,

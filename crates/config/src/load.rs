@@ -47,6 +47,18 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("inbox_grace_secs", Kind::Parsed),
     ("inbox_lease_secs", Kind::Parsed),
     ("inbox_sweep_interval_ms", Kind::Parsed),
+    ("inbox_max_attempts", Kind::Parsed),
+    ("inbox_retry_base_secs", Kind::Parsed),
+    ("inbox_retry_max_secs", Kind::Parsed),
+    ("inbox_sweep_batch", Kind::Parsed),
+    ("inbox_retention_days", Kind::Parsed),
+    ("inbox_prune_interval_ms", Kind::Parsed),
+    ("inbound_text_max_bytes", Kind::Parsed),
+    ("agent_prompt_max_bytes", Kind::Parsed),
+    ("http_header_timeout_ms", Kind::Parsed),
+    ("http_body_timeout_ms", Kind::Parsed),
+    ("http_request_timeout_ms", Kind::Parsed),
+    ("metrics_addr", Kind::Verbatim),
     ("events_retention_hours", Kind::Parsed),
     ("realtime_watchdog_ms", Kind::Parsed),
     ("outbox_grace_secs", Kind::Parsed),
@@ -201,6 +213,24 @@ impl Config {
         if self.body_limit_bytes < 1024 {
             return Err(ConfigError::Invalid(
                 "BODY_LIMIT_BYTES must be at least 1024".into(),
+            ));
+        }
+        if self.inbox_max_attempts == 0 || self.inbox_sweep_batch < 1 {
+            return Err(ConfigError::Invalid(
+                "INBOX_MAX_ATTEMPTS and INBOX_SWEEP_BATCH must be at least 1".into(),
+            ));
+        }
+        if self.inbound_text_max_bytes < 1024 || self.agent_prompt_max_bytes < 1024 {
+            return Err(ConfigError::Invalid(
+                "INBOUND_TEXT_MAX_BYTES and AGENT_PROMPT_MAX_BYTES must be at least 1024".into(),
+            ));
+        }
+        if self.http_header_timeout_ms == 0
+            || self.http_body_timeout_ms == 0
+            || self.http_request_timeout_ms == 0
+        {
+            return Err(ConfigError::Invalid(
+                "HTTP_HEADER_TIMEOUT_MS, HTTP_BODY_TIMEOUT_MS and HTTP_REQUEST_TIMEOUT_MS must be positive".into(),
             ));
         }
         if let Some(key) = &self.master_encryption_key {

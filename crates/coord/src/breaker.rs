@@ -116,7 +116,8 @@ return {n, opened}
 ";
 
 /// KEYS: failures, open, probe. ARGV: threshold, probe ttl ms.
-/// Returns {0} closed, {1} probe, {2, ms} open for ms more.
+/// Returns {0} closed, {1} probe, {2, ms} ask again in ms: the rest of the cool-down, or
+/// while another caller's probe is out, at most a second (its answer decides).
 const ADMIT_SRC: &str = r"
 local open = redis.call('PTTL', KEYS[2])
 if open > 0 then return {2, open} end
@@ -124,7 +125,7 @@ if open == -1 then return {2, 1000} end
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n < tonumber(ARGV[1]) then return {0, 0} end
 if redis.call('SET', KEYS[3], '1', 'PX', ARGV[2], 'NX') then return {1, 0} end
-return {2, math.max(redis.call('PTTL', KEYS[3]), 1)}
+return {2, math.min(math.max(redis.call('PTTL', KEYS[3]), 1), 1000)}
 ";
 
 /// KEYS: registry. ARGV: key prefix (`{prefix}:breaker:`), threshold. Drops closed

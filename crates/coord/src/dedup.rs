@@ -1,36 +1,89 @@
-//! The fast duplicate filter for webhooks: `SET NX` with a TTL. Postgres stays the truth;
-//! this only saves the database a round trip for the common retry.
+//! The fast duplicate filter for webhooks. Postgres stays the truth; this only saves the
+//! database a round trip for the common retry.
+//!
+//! A key is claimed *pending* (short-lived) before the inbox commit and promoted to *done*
+//! (24 h) only once Postgres has the event. Only a done key answers "duplicate" without
+//! asking Postgres: a pod killed between its claim and its commit, or a failed commit whose
+//! release failed too, leaves a pending key, and a retry that finds one goes on to the
+//! unique index, which tells whether the event really is stored. So no Redis key can ever
+//! hide an event Postgres does not have.
 
 use crate::{CoordError, Redis};
 use std::time::Duration;
 
-/// How long a seen key is remembered (providers retry for hours to days; Postgres covers
-/// what Redis forgets).
+/// How long a stored event's key is remembered (providers retry for hours to days;
+/// Postgres covers what Redis forgets).
 pub const DEDUP_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a claim taken before the commit lives if it is never promoted nor released.
+pub const PENDING_TTL: Duration = Duration::from_secs(120);
+
+const PENDING: &str = "pending";
+const DONE: &str = "done";
+
+/// What the filter knows about one scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// First time: this caller holds the pending claim.
+    New,
+    /// Claimed by a request whose commit is in flight or never happened: only Postgres
+    /// can tell (also any key an older build wrote).
+    Pending,
+    /// Committed in Postgres: a duplicate.
+    Done,
+}
 
 fn key(redis: &Redis, scope: &str) -> String {
     redis.key(&format!("dedup:{scope}"))
 }
 
-/// Claims `dedup:{scope}` for each scope with one pipelined round trip; for each, `true`
-/// when it is the first time it is seen (a scope repeated within `scopes` is claimed by its
-/// first occurrence).
-pub async fn claim_many(redis: &Redis, scopes: &[String]) -> Result<Vec<bool>, CoordError> {
+/// Claims `dedup:{scope}` as pending for each scope with one pipelined round trip (a scope
+/// repeated within `scopes` is claimed by its first occurrence).
+pub async fn claim_many(redis: &Redis, scopes: &[String]) -> Result<Vec<Seen>, CoordError> {
+    let mut pipe = redis::pipe();
+    for scope in scopes {
+        let key = key(redis, scope);
+        pipe.cmd("SET")
+            .arg(&key)
+            .arg(PENDING)
+            .arg("NX")
+            .arg("EX")
+            .arg(PENDING_TTL.as_secs())
+            .cmd("GET")
+            .arg(&key);
+    }
+    let replies: Vec<Option<String>> = pipe.query_async(&mut redis.conn()).await?;
+    Ok(replies
+        .chunks(2)
+        .map(|pair| match pair {
+            [Some(_), _] => Seen::New,
+            [None, Some(value)] if value == DONE => Seen::Done,
+            _ => Seen::Pending,
+        })
+        .collect())
+}
+
+/// Marks scopes whose events Postgres now holds as done for [`DEDUP_TTL`], with one round
+/// trip. Failing only costs later retries a trip to Postgres.
+pub async fn confirm_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
+    if scopes.is_empty() {
+        return Ok(());
+    }
     let mut pipe = redis::pipe();
     for scope in scopes {
         pipe.cmd("SET")
             .arg(key(redis, scope))
-            .arg(1)
-            .arg("NX")
+            .arg(DONE)
             .arg("EX")
-            .arg(DEDUP_TTL.as_secs());
+            .arg(DEDUP_TTL.as_secs())
+            .ignore();
     }
-    let set: Vec<Option<String>> = pipe.query_async(&mut redis.conn()).await?;
-    Ok(set.into_iter().map(|s| s.is_some()).collect())
+    let () = pipe.query_async(&mut redis.conn()).await?;
+    Ok(())
 }
 
 /// Forgets claims whose write did not happen, with one round trip, so the providers'
-/// retries are not mistaken for duplicates.
+/// retries skip the trip to Postgres.
 pub async fn release_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
     if scopes.is_empty() {
         return Ok(());

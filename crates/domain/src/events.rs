@@ -131,6 +131,9 @@ pub struct MessageStatusUpdated {
     pub delivery_status: String,
     /// Why it failed, when it did.
     pub error: Option<String>,
+    /// When the status changed. Also keeps repeated transitions (a retry after a retry)
+    /// distinct: the realtime log treats identical payloads as one event.
+    pub at: DateTime<Utc>,
 }
 
 /// The realtime side as the flows see it.

@@ -5,7 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The messaging channels Switchboard speaks (`channel_kind` in the schema).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
 #[sqlx(type_name = "channel_kind", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelKind {
@@ -57,7 +59,9 @@ impl FromStr for ChannelKind {
 }
 
 /// A member's role in an org (`member_role`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
 #[sqlx(type_name = "member_role", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -81,7 +85,9 @@ impl FromStr for Role {
 
 /// An expert-queue item's state (`queue_status`). The transitions between them are listed
 /// in docs/ARCHITECTURE.md ("The queue item's state machine").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
 #[sqlx(type_name = "queue_status", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum QueueStatus {

@@ -13,6 +13,10 @@ use uuid::Uuid;
 /// How long one fetch may take.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Largest answer read from Resend: a bigger email is stored with a note instead (the
+/// stored text is capped far below this anyway).
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
 /// Fetches received emails' bodies from Resend; cheap to clone.
 #[derive(Clone)]
 pub struct EmailBodies {
@@ -77,7 +81,7 @@ impl EmailBodies {
                 "the email connection was deleted".into(),
             ));
         };
-        let Some(api_key) = secrets["api_key"].as_str() else {
+        let Some(api_key) = secrets.expose()["api_key"].as_str() else {
             return Err(FetchError::Refused(
                 "the email connection has no api_key".into(),
             ));
@@ -104,14 +108,38 @@ impl EmailBodies {
                 status.as_u16()
             )));
         }
-        let email: ReceivedEmail = response
-            .json()
-            .await
-            .map_err(|e| FetchError::Unavailable(format!("unreadable answer: {e}")))?;
-        Ok(match (email.text, email.html) {
-            (Some(text), _) if !text.trim().is_empty() => text,
-            (_, Some(html)) => switchboard_channels::email::html_to_text(&html),
-            _ => String::new(),
+        let body = read_bounded(response).await?;
+        // Parsing a large email and turning its HTML into text is CPU work: it runs on the
+        // blocking pool, never on the async threads every request and job share.
+        tokio::task::spawn_blocking(move || {
+            let email: ReceivedEmail = serde_json::from_slice(&body)
+                .map_err(|e| FetchError::Unavailable(format!("unreadable answer: {e}")))?;
+            Ok(match (email.text, email.html) {
+                (Some(text), _) if !text.trim().is_empty() => text,
+                (_, Some(html)) => switchboard_channels::email::html_to_text(&html),
+                _ => String::new(),
+            })
         })
+        .await
+        .map_err(|e| FetchError::Unavailable(format!("body conversion failed: {e}")))?
     }
+}
+
+/// The answer's body, refused past [`MAX_ANSWER_BYTES`] (a retry would not shrink it).
+async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, FetchError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| FetchError::Unavailable(format!("unreadable answer: {}", e.without_url())))?
+    {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(FetchError::Refused(format!(
+                "the email is larger than {} MiB",
+                MAX_ANSWER_BYTES / (1024 * 1024)
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }

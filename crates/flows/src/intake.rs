@@ -9,9 +9,11 @@
 
 use crate::queue::InboundQueue;
 use std::sync::Arc;
-use switchboard_coord::{Redis, dedup};
-use switchboard_store::PgPool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use switchboard_coord::Redis;
+use switchboard_coord::dedup::{self, Seen};
 use switchboard_store::inbox::{self, NewEvent};
+use switchboard_store::{PgPool, StoreError};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uuid::Uuid;
 
@@ -23,12 +25,28 @@ pub const WRITERS: usize = 2;
 /// Why an event could not be committed.
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
-    /// The inbox insert failed; nothing was stored.
+    /// The batch could not be committed (Postgres away or restarting, most likely);
+    /// nothing was stored and a retry may succeed.
     #[error("could not commit the inbound event: {0}")]
-    Store(String),
+    Store(#[source] Arc<StoreError>),
+    /// Postgres refused this event's own data, even alone; the rest of its batch is stored.
+    #[error("the inbound event was refused: {0}")]
+    Refused(#[source] StoreError),
     /// The pod is stopping and no longer writes.
     #[error("the inbox writer has stopped")]
     Stopped,
+}
+
+impl IntakeError {
+    /// Whether the failure is Postgres being away (unreachable, restarting, out of
+    /// connections), as opposed to anything about the event.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            IntakeError::Store(e) => e.is_unavailable(),
+            IntakeError::Refused(_) => false,
+            IntakeError::Stopped => true,
+        }
+    }
 }
 
 struct Pending {
@@ -41,6 +59,7 @@ struct Pending {
 #[derive(Clone)]
 pub struct Intake {
     tx: mpsc::Sender<Pending>,
+    crash_after_claim: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Intake {
@@ -55,15 +74,33 @@ impl Intake {
     pub fn start(db: PgPool, redis: Redis, queue: InboundQueue) -> Self {
         let (tx, rx) = mpsc::channel::<Pending>(MAX_BATCH * 8);
         let rx = Arc::new(Mutex::new(rx));
+        let crash_after_claim = Arc::new(AtomicBool::new(false));
         for _ in 0..WRITERS {
-            let (db, redis, queue, rx) = (db.clone(), redis.clone(), queue.clone(), rx.clone());
+            let writer = Writer {
+                db: db.clone(),
+                redis: redis.clone(),
+                queue: queue.clone(),
+                crash_after_claim: crash_after_claim.clone(),
+            };
+            let rx = rx.clone();
             tokio::spawn(async move {
                 while let Some(batch) = next_batch(&rx).await {
-                    write(&db, &redis, &queue, batch).await;
+                    writer.write(batch).await;
                 }
             });
         }
-        Self { tx }
+        Self {
+            tx,
+            crash_after_claim,
+        }
+    }
+
+    /// Test-only fault injection: while armed, every batch stops right after its dedup
+    /// claims, before the commit, as if the pod died there: its requests get no answer
+    /// (the handler sees the writer gone) and the claims stay in Redis. Never armed outside
+    /// tests.
+    pub fn crash_after_claim(&self, armed: bool) {
+        self.crash_after_claim.store(armed, Ordering::SeqCst);
     }
 
     /// Commits one event; `Ok(None)` when it is a duplicate (of `dedup:{dedup_scope}` in
@@ -101,71 +138,134 @@ async fn next_batch(rx: &Mutex<mpsc::Receiver<Pending>>) -> Option<Vec<Pending>>
     Some(batch)
 }
 
-async fn write(db: &PgPool, redis: &Redis, queue: &InboundQueue, batch: Vec<Pending>) {
-    // 1. The fast filter. Without Redis every event goes on to Postgres, which is the truth
-    // (and there is no claim to undo if the commit fails).
-    let mut scopes = Vec::with_capacity(batch.len());
-    let mut pending = Vec::with_capacity(batch.len());
-    for p in batch {
-        scopes.push(p.dedup_scope);
-        pending.push((p.event, p.reply));
-    }
-    // Per event: Some(new?) as Redis answered, or None when it could not be asked.
-    let fresh: Vec<Option<bool>> = match dedup::claim_many(redis, &scopes).await {
-        Ok(fresh) => fresh.into_iter().map(Some).collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "dedup filter unavailable; relying on Postgres");
-            vec![None; scopes.len()]
+struct Writer {
+    db: PgPool,
+    redis: Redis,
+    queue: InboundQueue,
+    crash_after_claim: Arc<AtomicBool>,
+}
+
+impl Writer {
+    async fn write(&self, batch: Vec<Pending>) {
+        // 1. The fast filter: only a key promoted after a commit answers "duplicate" here.
+        // A pending key (a commit in flight, or one that never happened) and Redis being
+        // away both leave the answer to Postgres' unique index.
+        let mut scopes = Vec::with_capacity(batch.len());
+        let mut pending = Vec::with_capacity(batch.len());
+        for p in batch {
+            scopes.push(p.dedup_scope);
+            pending.push((p.event, p.reply));
         }
-    };
-    let mut claimed_scopes = Vec::new();
-    let mut events = Vec::with_capacity(pending.len());
-    let mut replies = Vec::with_capacity(pending.len());
-    for (((event, reply), scope), fresh) in pending.into_iter().zip(scopes).zip(fresh) {
-        match fresh {
-            Some(false) => {
+        let seen: Vec<Option<Seen>> = match dedup::claim_many(&self.redis, &scopes).await {
+            Ok(seen) => seen.into_iter().map(Some).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "dedup filter unavailable; relying on Postgres");
+                vec![None; scopes.len()]
+            }
+        };
+        let mut events = Vec::with_capacity(pending.len());
+        let mut replies = Vec::with_capacity(pending.len());
+        let mut event_scopes = Vec::with_capacity(pending.len());
+        let mut claimed = Vec::with_capacity(pending.len());
+        for (((event, reply), scope), seen) in pending.into_iter().zip(scopes).zip(seen) {
+            if seen == Some(Seen::Done) {
                 let _ = reply.send(Ok(None));
                 continue;
             }
-            Some(true) => claimed_scopes.push(scope),
-            None => {}
+            claimed.push(seen == Some(Seen::New));
+            events.push(event);
+            replies.push(reply);
+            event_scopes.push(scope);
         }
-        events.push(event);
-        replies.push(reply);
-    }
-    if events.is_empty() {
-        return;
-    }
+        if events.is_empty() {
+            return;
+        }
+        if self.crash_after_claim.load(Ordering::SeqCst) {
+            tracing::warn!(
+                count = events.len(),
+                "fault injected: the batch stops before its commit"
+            );
+            return;
+        }
 
-    // 2. One statement, one commit.
-    metrics::histogram!("inbox_batch_size").record(events.len() as f64);
-    match inbox::insert_batch(db, &events).await {
-        Ok(ids) => {
-            // 3. Enqueue after the commit; the sweeper covers a failed push.
-            let jobs: Vec<Uuid> = ids
-                .iter()
-                .zip(&events)
-                .filter_map(|(id, e)| id.filter(|_| !e.processed))
-                .collect();
-            if !jobs.is_empty() {
-                if let Err(e) = queue.push_events(&jobs).await {
-                    tracing::warn!(count = jobs.len(), error = %e, "enqueue failed; the inbox sweeper will pick these up");
+        // 2. One statement, one commit; a row Postgres refuses fails alone.
+        metrics::histogram!("inbox_batch_size").record(events.len() as f64);
+        match inbox::insert_isolating(&self.db, &events).await {
+            Ok(outcomes) => {
+                self.committed(&events, replies, event_scopes, claimed, outcomes)
+                    .await
+            }
+            Err(e) => {
+                tracing::error!(error = %e, count = events.len(), "inbox batch insert failed");
+                // Not committed: forget the claims so the providers' retries skip the trip to
+                // Postgres (if this fails too, the retries ask Postgres, which has nothing).
+                let ours: Vec<String> = event_scopes
+                    .into_iter()
+                    .zip(claimed)
+                    .filter_map(|(scope, ours)| ours.then_some(scope))
+                    .collect();
+                if let Err(release) = dedup::release_many(&self.redis, &ours).await {
+                    tracing::warn!(error = %release, "could not release dedup claims");
+                }
+                let e = Arc::new(e);
+                for reply in replies {
+                    let _ = reply.send(Err(IntakeError::Store(e.clone())));
                 }
             }
-            for (reply, id) in replies.into_iter().zip(ids) {
-                let _ = reply.send(Ok(id));
+        }
+    }
+
+    /// After the commit: enqueue, answer, then promote the keys of what Postgres now holds.
+    async fn committed(
+        &self,
+        events: &[NewEvent],
+        replies: Vec<oneshot::Sender<Result<Option<Uuid>, IntakeError>>>,
+        scopes: Vec<String>,
+        claimed: Vec<bool>,
+        outcomes: Vec<inbox::RowOutcome>,
+    ) {
+        // 3. Enqueue after the commit; the sweeper covers a failed push.
+        let jobs: Vec<Uuid> = outcomes
+            .iter()
+            .zip(events)
+            .filter_map(|(outcome, e)| {
+                outcome
+                    .as_ref()
+                    .ok()
+                    .copied()
+                    .flatten()
+                    .filter(|_| !e.processed)
+            })
+            .collect();
+        if !jobs.is_empty() {
+            if let Err(e) = self.queue.push_events(&jobs).await {
+                tracing::warn!(count = jobs.len(), error = %e, "enqueue failed; the inbox sweeper will pick these up");
             }
         }
-        Err(e) => {
-            tracing::error!(error = %e, count = events.len(), "inbox batch insert failed");
-            // Not committed: forget the claims so the providers' retries are not duplicates.
-            if let Err(release) = dedup::release_many(redis, &claimed_scopes).await {
-                tracing::warn!(error = %release, "could not release dedup claims");
+        let mut stored = Vec::with_capacity(scopes.len());
+        let mut refused = Vec::new();
+        for (((reply, outcome), scope), ours) in
+            replies.into_iter().zip(outcomes).zip(scopes).zip(claimed)
+        {
+            match outcome {
+                Ok(id) => {
+                    stored.push(scope);
+                    let _ = reply.send(Ok(id));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "inbox refused one event of a batch");
+                    if ours {
+                        refused.push(scope);
+                    }
+                    let _ = reply.send(Err(IntakeError::Refused(e)));
+                }
             }
-            let message = e.to_string();
-            for reply in replies {
-                let _ = reply.send(Err(IntakeError::Store(message.clone())));
-            }
+        }
+        if let Err(e) = dedup::confirm_many(&self.redis, &stored).await {
+            tracing::debug!(error = %e, "could not mark dedup keys done; retries will ask Postgres");
+        }
+        if let Err(e) = dedup::release_many(&self.redis, &refused).await {
+            tracing::debug!(error = %e, "could not release refused events' dedup claims");
         }
     }
 }

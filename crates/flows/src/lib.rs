@@ -9,11 +9,14 @@
 //! transaction.
 
 pub mod agent;
+pub mod dispatch;
 pub mod email_body;
 pub mod expert;
 pub mod faults;
 pub mod inbound;
+pub mod inbox_retention;
 pub mod intake;
+pub mod lease;
 pub mod outbox_sweeper;
 pub mod pressure;
 pub mod queue;
@@ -37,12 +40,16 @@ pub struct Deps {
     pub emitter: Arc<dyn switchboard_domain::Emitter>,
     /// How long one job may hold an inbox event.
     pub inbox_lease: std::time::Duration,
+    /// Retries, parking and text limits of the `channel-inbound` job.
+    pub inbox_policy: inbound::InboxPolicy,
     /// The pod's webhook load, which jobs give way to.
     pub load: pressure::AcceptLoad,
     /// Resend email bodies, which its webhooks leave out.
     pub email_bodies: email_body::EmailBodies,
     /// Producer for `channel-outbound`.
     pub outbound: queue::OutboundQueue,
+    /// Provider clients and settings of the `channel-outbound` job.
+    pub dispatch: dispatch::Dispatcher,
     /// Test-only fault injection (never armed in production).
     pub faults: faults::Faults,
 }

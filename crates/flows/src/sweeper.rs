@@ -1,6 +1,10 @@
 //! The inbox sweeper (SPEC §2): once per slot across all pods (AA2, a `cron_runs` row per
 //! slot), it re-enqueues events still unprocessed after a grace period, so an event whose
 //! job Redis lost (crash, failover, flush) is still processed.
+//!
+//! Events that keep failing back off between attempts and are parked after
+//! `INBOX_MAX_ATTEMPTS`: the sweeper skips both, so failing events can never fill its batch
+//! and keep it from newer lost ones.
 
 use crate::queue::InboundQueue;
 use crate::upkeep;
@@ -8,7 +12,7 @@ use chrono::Utc;
 use serde_json::json;
 use std::time::Duration;
 use switchboard_domain::slot::slot_of;
-use switchboard_store::{PgPool, inbox};
+use switchboard_store::{PgPool, inbox, inbox_admin};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -100,6 +104,12 @@ pub fn spawn(
             }
             if let Err(e) = sweep_once(&db, &queue, config, &pod_id).await {
                 tracing::warn!(error = %e, "inbox sweep failed");
+            }
+            // Every pod reports the same figure (alert on its max): parked events wait for
+            // an operator.
+            match inbox_admin::count_parked(&db).await {
+                Ok(n) => metrics::gauge!("inbox_events_parked").set(n as f64),
+                Err(e) => tracing::debug!(error = %e, "could not count parked events"),
             }
         }
     });

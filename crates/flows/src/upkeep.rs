@@ -144,19 +144,18 @@ fn unix_now() -> u64 {
 }
 
 /// Records a worker name as it starts, for [`forget_gone_workers`].
-pub async fn record_worker(queue: &QueueRef, name: &str) -> Result<(), String> {
+pub async fn record_worker(queue: &QueueRef, name: &str) -> Result<(), redis::RedisError> {
     redis::cmd("ZADD")
         .arg(known_workers_set(queue))
         .arg(unix_now())
         .arg(name)
         .query_async::<()>(&mut queue.conn())
         .await
-        .map_err(|e| e.to_string())
 }
 
 /// Deletes the metadata apalis-redis keeps for workers that are gone (stopped, restarted
 /// under a new name, or killed with their pod); returns how many were forgotten.
-pub async fn forget_gone_workers(queue: &QueueRef) -> Result<usize, String> {
+pub async fn forget_gone_workers(queue: &QueueRef) -> Result<usize, redis::RedisError> {
     let now = unix_now();
     let config = queue.config();
     let mut call = FORGET_WORKERS_SCRIPT.prepare_invoke();
@@ -176,7 +175,7 @@ fn parked_set(queue: &QueueRef) -> String {
 
 /// Parks every job that is due (in chunks) and tops the active list up; returns how many
 /// jobs moved to the active list.
-pub async fn promote_due(queue: &QueueRef) -> Result<usize, String> {
+pub async fn promote_due(queue: &QueueRef) -> Result<usize, redis::RedisError> {
     let now = unix_now();
     let config = queue.config();
     let mut call = PROMOTE_SCRIPT.prepare_invoke();
@@ -192,7 +191,7 @@ pub async fn promote_due(queue: &QueueRef) -> Result<usize, String> {
 
 /// Removes finished (done or dead) jobs' data, metadata and results from Redis, in chunks;
 /// returns how many jobs were removed.
-pub async fn vacuum(queue: &QueueRef) -> Result<usize, String> {
+pub async fn vacuum(queue: &QueueRef) -> Result<usize, redis::RedisError> {
     let config = queue.config();
     let mut call = VACUUM_SCRIPT.prepare_invoke();
     call.key(config.job_data_hash())
@@ -209,14 +208,11 @@ async fn until_short_chunk(
     queue: &QueueRef,
     call: &redis::ScriptInvocation<'_>,
     chunk: usize,
-) -> Result<usize, String> {
+) -> Result<usize, redis::RedisError> {
     let mut conn = queue.conn();
     let mut total = 0;
     loop {
-        let (handled, counted): (usize, usize) = call
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (handled, counted): (usize, usize) = call.invoke_async(&mut conn).await?;
         total += counted;
         if handled < chunk {
             return Ok(total);

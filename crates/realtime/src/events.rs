@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// One stored event, as `GET /events` returns it.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct StoredEvent {
     /// The org's sequence number.
     pub seq: i64,

@@ -5,14 +5,22 @@
 //! `org:{org_id}` for every membership, and `org:{org_id}:experts` where the user is an
 //! expert. (SPEC §3 names the latter `experts`; an unscoped room would mix orgs the first
 //! time anything is emitted to it, so it is scoped like the others.)
+//!
+//! A socket lives no longer than the token it was admitted with: it is closed when the token
+//! expires. Each socket also joins `user:{user_id}`, which nothing is ever emitted to; it
+//! is how a membership removal closes the user's sockets on every pod (through the Redis
+//! adapter), so a reconnect is admitted with the memberships that remain.
 
 use crate::Adapter;
 use serde::Deserialize;
 use socketioxide::extract::{SocketRef, TryData};
 use std::sync::Arc;
+use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_store::PgPool;
 use switchboard_store::users::{self, Membership};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 /// Why a token was refused.
@@ -24,9 +32,27 @@ pub enum TokenError {
     Invalid,
 }
 
-/// Verifies a login token and returns its user id. The API owns the JWT keys; realtime only
-/// needs this one question answered.
-pub type TokenVerifier = Arc<dyn Fn(&str) -> Result<Uuid, TokenError> + Send + Sync>;
+/// What a valid token says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenClaims {
+    /// The user.
+    pub user_id: Uuid,
+    /// When the token expires (seconds since the epoch); the socket is closed then.
+    pub expires_at: i64,
+}
+
+/// Verifies a login token. The API owns the JWT keys; realtime only needs this one question
+/// answered.
+pub type TokenVerifier = Arc<dyn Fn(&str) -> Result<TokenClaims, TokenError> + Send + Sync>;
+
+/// The room of every socket of one user (never emitted to; see the module docs).
+pub fn user_room(user_id: Uuid) -> String {
+    format!("user:{user_id}")
+}
+
+/// Cancelled when the socket disconnects, which ends its expiry timer.
+#[derive(Clone)]
+struct Expiry(CancellationToken);
 
 /// The room of every socket of `org_id`.
 pub fn org_room(org_id: Uuid) -> String {
@@ -73,11 +99,13 @@ pub(crate) enum Refusal {
     ShuttingDown,
 }
 
-/// What the handshake needs: the token check and Postgres for the memberships.
+/// What the handshake needs: the token check, Postgres for the memberships, and the
+/// tracker its expiry timers run on.
 #[derive(Clone)]
 pub(crate) struct Gate {
     pub(crate) db: PgPool,
     pub(crate) verify: TokenVerifier,
+    pub(crate) tracker: TaskTracker,
 }
 
 impl Gate {
@@ -94,10 +122,11 @@ impl Gate {
             .and_then(|a| a.token)
             .filter(|t| !t.trim().is_empty())
             .ok_or(Refusal::MissingToken)?;
-        let user_id = (self.verify)(token.trim()).map_err(|e| match e {
+        let claims = (self.verify)(token.trim()).map_err(|e| match e {
             TokenError::Expired => Refusal::Expired,
             TokenError::Invalid => Refusal::Invalid,
         })?;
+        let user_id = claims.user_id;
         let memberships = users::memberships(&self.db, user_id).await.map_err(|e| {
             tracing::warn!(error = %e, "socket handshake could not read memberships");
             Refusal::Unavailable
@@ -105,9 +134,30 @@ impl Gate {
         if memberships.is_empty() {
             return Err(Refusal::NoOrg);
         }
-        socket.join(rooms_for(&memberships));
+        let mut rooms = rooms_for(&memberships);
+        rooms.push(user_room(user_id));
+        socket.join(rooms);
+        self.close_at_expiry(socket, claims.expires_at);
         tracing::debug!(%user_id, sid = %socket.id, "socket admitted");
         Ok(())
+    }
+
+    /// Closes `socket` when its token expires, unless it disconnects first.
+    fn close_at_expiry(&self, socket: &SocketRef<Adapter>, expires_at: i64) {
+        let left = u64::try_from(expires_at - chrono::Utc::now().timestamp()).unwrap_or(0);
+        let stop = CancellationToken::new();
+        socket.extensions.insert(Expiry(stop.clone()));
+        let socket = socket.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = tokio::time::sleep(Duration::from_secs(left)) => {
+                    tracing::debug!(sid = %socket.id, "token expired: closing the socket");
+                    metrics::counter!("realtime_sockets_expired_total").increment(1);
+                    let _ = socket.disconnect();
+                }
+            }
+        });
     }
 }
 
@@ -143,8 +193,11 @@ pub(crate) async fn closed() -> Result<(), Refusal> {
 /// The connect handler, run once a socket is admitted: it counts the socket while it lives.
 pub(crate) async fn on_connect(socket: SocketRef<Adapter>) {
     metrics::gauge!("realtime_connected_sockets").increment(1.0);
-    socket.on_disconnect(async || {
+    socket.on_disconnect(async |socket: SocketRef<Adapter>| {
         metrics::gauge!("realtime_connected_sockets").decrement(1.0);
+        if let Some(Expiry(stop)) = socket.extensions.get::<Expiry>() {
+            stop.cancel();
+        }
     });
 }
 

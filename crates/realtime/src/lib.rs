@@ -14,7 +14,9 @@ mod relay;
 pub mod retention;
 pub mod watchdog;
 
-pub use handshake::{TokenError, TokenVerifier, experts_room, org_room, rooms_for};
+pub use handshake::{
+    TokenClaims, TokenError, TokenVerifier, experts_room, org_room, rooms_for, user_room,
+};
 pub use watchdog::AdapterHealth;
 
 use relay::{Publisher, RealtimeEmitter, Relay};
@@ -117,6 +119,7 @@ impl Realtime {
         let gate = Arc::new(handshake::Gate {
             db: db.clone(),
             verify,
+            tracker: tracker.clone(),
         });
         io.ns("/", handshake::on_connect.with(handshake::middleware(gate)))
             .await
@@ -155,6 +158,19 @@ impl Realtime {
     /// The adapter's health as the watchdog last saw it.
     pub fn health(&self) -> AdapterHealth {
         self.health.get()
+    }
+
+    /// Closes every socket of `user_id` on every pod (through the Redis adapter), e.g. after
+    /// a membership of theirs was removed; the client reconnects and is admitted with what
+    /// remains. Without Redis only this pod's sockets can be reached, and a warning says so.
+    pub async fn disconnect_user(&self, user_id: uuid::Uuid) {
+        let room = user_room(user_id);
+        if let Err(e) = self.io.to(room.clone()).disconnect().await {
+            tracing::warn!(%user_id, error = %e, "could not close the user's sockets on other pods");
+            if let Err(e) = self.io.local().to(room).disconnect().await {
+                tracing::warn!(%user_id, error = %e, "could not close the user's sockets");
+            }
+        }
     }
 
     /// Sockets connected to this pod.

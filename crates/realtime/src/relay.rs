@@ -218,12 +218,20 @@ impl Relay {
     /// error the connection is closed rather than returned, so the lock never outlives it.
     async fn cycle(&self) -> Result<Cycle, sqlx::Error> {
         let mut conn = self.db.acquire().await?;
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(RELAY_LOCK)
-            .fetch_one(&mut *conn)
-            .await?;
-        if !locked {
-            return Ok(Cycle::Busy);
+        // One round trip when there is nothing to do (every poll of every idle pod): the
+        // lock is only tried when something waits.
+        let locked: Option<bool> = sqlx::query_scalar(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM event_outbox)
+                           OR EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq)
+                    THEN pg_try_advisory_lock($1) END",
+        )
+        .bind(RELAY_LOCK)
+        .fetch_one(&mut *conn)
+        .await?;
+        match locked {
+            None => return Ok(Cycle::Moved(0)),
+            Some(false) => return Ok(Cycle::Busy),
+            Some(true) => {}
         }
         let result = self.locked_cycle(&mut conn).await;
         let unlocked = match &result {

@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The adapter's health as last checked.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct AdapterHealth {
     /// True when every expected channel had a listener at the last check.
     pub ok: bool,

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// A connection without its secrets: the only shape the API ever returns.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct Connection {
     /// Primary key; part of the webhook URL.
     pub id: Uuid,
@@ -92,12 +92,42 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, StoreErr
     .await?)
 }
 
+/// A connection's decrypted secrets. Neither `Debug` nor any formatting shows them, and
+/// they do not serialize: reaching the values takes an explicit [`Secrets::expose`], so a
+/// stray `{:?}` in a log line or an error prints `Secrets(..)`.
+pub struct Secrets(Value);
+
+impl Secrets {
+    /// Wraps decrypted secrets.
+    pub fn new(value: Value) -> Self {
+        Self(value)
+    }
+
+    /// The secret values, for the one call that needs them (a signature check, an API call).
+    pub fn expose(&self) -> &Value {
+        &self.0
+    }
+}
+
+/// Comparing shows nothing (e.g. whether stored secrets are the ones about to be written).
+impl PartialEq<Value> for Secrets {
+    fn eq(&self, other: &Value) -> bool {
+        self.0 == *other
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secrets(..)")
+    }
+}
+
 /// A live connection together with its decrypted secrets, for the webhook and outbound paths.
 pub async fn get_with_secrets(
     pool: &PgPool,
     cipher: &SecretCipher,
     id: Uuid,
-) -> Result<Option<(Connection, Value)>, StoreError> {
+) -> Result<Option<(Connection, Secrets)>, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Row {
         #[sqlx(flatten)]
@@ -120,7 +150,7 @@ pub async fn get_with_secrets(
     };
     let secrets: Value = serde_json::from_slice(&cipher.open(connection.id, &secrets_ciphertext)?)
         .map_err(|_| StoreError::Crypto("decrypted secrets are not JSON"))?;
-    Ok(Some((connection, secrets)))
+    Ok(Some((connection, Secrets(secrets))))
 }
 
 /// Soft-deletes a live connection; `None` when there was none. Past conversations keep
@@ -133,4 +163,17 @@ pub async fn delete(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, Store
     .bind(id)
     .fetch_optional(pool)
     .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let secrets = Secrets::new(serde_json::json!({"bot_token": "xoxb-very-secret"}));
+        let shown = format!("{secrets:?} {:?}", Some(&secrets));
+        assert!(!shown.contains("xoxb-very-secret"), "{shown}");
+        assert_eq!(secrets.expose()["bot_token"], "xoxb-very-secret");
+    }
 }

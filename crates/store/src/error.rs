@@ -39,4 +39,45 @@ impl StoreError {
         }
         StoreError::Sqlx(error)
     }
+
+    /// Whether the failure says Postgres is away rather than anything about the request:
+    /// unreachable, restarting (`57P03` "the database system is starting up"), shutting
+    /// down, out of connections, or the pool gave up waiting. Callers answer 503 so that
+    /// clients and providers retry; never 500.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Sqlx(error) = self else {
+            return false;
+        };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                // 08: connection exception; 57P0x: shutdown, crash, cannot connect now;
+                // 53300: too many connections; 40001/40P01: retry the transaction.
+                code.starts_with("08")
+                    || code.starts_with("57P")
+                    || matches!(code.as_ref(), "53300" | "40001" | "40P01")
+            }),
+            _ => false,
+        }
+    }
+
+    /// Whether Postgres refused the data of a row (a NUL byte in text, an invalid escape in
+    /// JSON, a row referencing something gone, a value past a limit) rather than failing as
+    /// a whole: a batch that fails so can be retried without the row.
+    pub fn is_row_error(&self) -> bool {
+        match self {
+            StoreError::MissingReference | StoreError::Conflict => true,
+            StoreError::Sqlx(sqlx::Error::Encode(_)) => true,
+            StoreError::Sqlx(sqlx::Error::Database(db)) => db.code().is_some_and(|code| {
+                // 22: data exception; 23: integrity constraint; 54: program limit exceeded.
+                code.starts_with("22") || code.starts_with("23") || code.starts_with("54")
+            }),
+            _ => false,
+        }
+    }
 }

@@ -4,6 +4,7 @@ use crate::StoreError;
 use crate::model::ChannelKind;
 use serde_json::Value;
 use sqlx::PgPool;
+use std::borrow::Cow;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -46,6 +47,9 @@ pub struct NewEvent {
 /// Inserts many events in one statement and one commit; for each input, the new id or
 /// `None` when it is a duplicate (of a stored event or of an earlier input in the batch).
 /// One commit for many webhooks is what makes the accept path cheap (group commit).
+///
+/// What Postgres refuses in any event (NUL characters, which neither `text` nor `jsonb`
+/// can hold) is stripped first, so such an event is stored rather than failing its batch.
 pub async fn insert_batch(
     pool: &PgPool,
     events: &[NewEvent],
@@ -53,17 +57,21 @@ pub async fn insert_batch(
     let mut orgs = Vec::with_capacity(events.len());
     let mut conns = Vec::with_capacity(events.len());
     let mut channels = Vec::with_capacity(events.len());
-    let mut keys = Vec::with_capacity(events.len());
-    let mut payloads = Vec::with_capacity(events.len());
     let mut done = Vec::with_capacity(events.len());
-    for e in events {
+    let keys: Vec<Cow<'_, str>> = events.iter().map(|e| strip_nul_str(&e.dedup_key)).collect();
+    let cleaned: Vec<Option<Value>> = events
+        .iter()
+        .map(|e| has_nul(&e.payload).then(|| strip_nul(e.payload.clone())))
+        .collect();
+    let mut payloads = Vec::with_capacity(events.len());
+    for (e, clean) in events.iter().zip(&cleaned) {
         orgs.push(e.org_id);
         conns.push(e.connection_id);
         channels.push(e.channel.as_str());
-        keys.push(e.dedup_key.as_str());
-        payloads.push(&e.payload);
+        payloads.push(clean.as_ref().unwrap_or(&e.payload));
         done.push(e.processed);
     }
+    let key_refs: Vec<&str> = keys.iter().map(|k| k.as_ref()).collect();
     let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
         "INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload, processed_at)
          SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END
@@ -75,11 +83,12 @@ pub async fn insert_batch(
     .bind(&orgs)
     .bind(&conns)
     .bind(&channels)
-    .bind(&keys)
+    .bind(&key_refs)
     .bind(&payloads)
     .bind(&done)
     .fetch_all(pool)
-    .await?;
+    .await
+    .map_err(StoreError::classify)?;
     let mut inserted: std::collections::HashMap<(Uuid, String), Uuid> = rows
         .into_iter()
         .map(|(id, conn, key)| ((conn, key), id))
@@ -87,8 +96,67 @@ pub async fn insert_batch(
     // The first input with a key gets its id; repeats within the batch are duplicates.
     Ok(events
         .iter()
-        .map(|e| inserted.remove(&(e.connection_id, e.dedup_key.clone())))
+        .zip(&keys)
+        .map(|(e, key)| inserted.remove(&(e.connection_id, key.to_string())))
         .collect())
+}
+
+/// What [`insert_isolating`] says about one event.
+pub type RowOutcome = Result<Option<Uuid>, StoreError>;
+
+/// [`insert_batch`], except that one event Postgres still refuses never fails the others:
+/// when the batch fails on a row's data, the batch is split in halves and each half retried,
+/// down to the rows that fail alone. Failures of Postgres as a whole (unreachable,
+/// restarting) fail the whole batch at once, as `Err`.
+pub async fn insert_isolating(
+    pool: &PgPool,
+    events: &[NewEvent],
+) -> Result<Vec<RowOutcome>, StoreError> {
+    match insert_batch(pool, events).await {
+        Ok(ids) => Ok(ids.into_iter().map(Ok).collect()),
+        Err(e) if !e.is_row_error() => Err(e),
+        Err(e) if events.len() == 1 => Ok(vec![Err(e)]),
+        Err(_) => {
+            let (left, right) = events.split_at(events.len() / 2);
+            let mut out = Box::pin(insert_isolating(pool, left)).await?;
+            out.extend(Box::pin(insert_isolating(pool, right)).await?);
+            Ok(out)
+        }
+    }
+}
+
+/// Whether any string (or key) in `value` holds a NUL character.
+fn has_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// `value` without NUL characters: Postgres' `jsonb` refuses `\u0000` and `text` refuses
+/// the byte. The provider's payload loses nothing else, and the message text reads the same.
+pub fn strip_nul(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(strip_nul_str(&s).into_owned()),
+        Value::Array(items) => Value::Array(items.into_iter().map(strip_nul).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (strip_nul_str(&k).into_owned(), strip_nul(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// `s` without NUL characters.
+pub fn strip_nul_str(s: &str) -> Cow<'_, str> {
+    if s.contains('\0') {
+        Cow::Owned(s.replace('\0', ""))
+    } else {
+        Cow::Borrowed(s)
+    }
 }
 
 /// Takes the event for `lease` if it is unprocessed and nobody holds it (one atomic
@@ -108,7 +176,8 @@ pub async fn claim<'e>(
 /// The claim statement (`$1` event id, `$2` lease seconds); public so tests can check its
 /// plan.
 pub const CLAIM: &str = "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
-     WHERE id = $1 AND processed_at IS NULL AND (locked_until IS NULL OR locked_until < now())
+     WHERE id = $1 AND processed_at IS NULL AND parked_at IS NULL
+       AND (locked_until IS NULL OR locked_until < now())
      RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at";
 
 /// Extends the lease of an event that is still being processed.
@@ -135,21 +204,56 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreE
     .await?)
 }
 
-/// Counts an attempt, remembers the last error for operators, and gives the lease back so
-/// the sweeper retries the event after the grace period.
-pub async fn record_failure(pool: &PgPool, id: Uuid, error: &str) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE inbound_events SET attempts = attempts + 1, last_error = $2, locked_until = NULL
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(error)
-    .execute(pool)
-    .await?;
-    Ok(())
+/// How failed events are retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Failed attempts after which an event is parked (`INBOX_MAX_ATTEMPTS`).
+    pub max_attempts: i32,
+    /// Wait before the first retry, doubled for each later one (`INBOX_RETRY_BASE_SECS`).
+    pub base: Duration,
+    /// Longest wait between two attempts.
+    pub max_wait: Duration,
 }
 
-/// Events still unprocessed after `grace`, oldest first: what the sweeper re-enqueues.
+/// What [`record_failure`] did to the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// Failed attempts so far.
+    pub attempts: i32,
+    /// Whether this failure parked the event.
+    pub parked: bool,
+}
+
+/// Counts a failed attempt, remembers the last error for operators, gives the lease back and
+/// sets when the sweeper may retry it (backing off); past `max_attempts` the event is
+/// parked instead: never claimed nor swept again until an admin replays it. `None` when the
+/// event is gone or already processed.
+pub async fn record_failure(
+    pool: &PgPool,
+    id: Uuid,
+    error: &str,
+    policy: RetryPolicy,
+) -> Result<Option<Failure>, StoreError> {
+    // SET expressions read the row as it was, so `attempts` is the count before this one.
+    let row: Option<(i32, bool)> = sqlx::query_as(
+        "UPDATE inbound_events SET attempts = attempts + 1, last_error = $2, locked_until = NULL,
+                retry_at = now() + make_interval(secs => LEAST($4, $3 * power(2, LEAST(attempts, 30)))),
+                parked_at = CASE WHEN attempts + 1 >= $5 THEN now() END
+         WHERE id = $1 AND processed_at IS NULL AND parked_at IS NULL
+         RETURNING attempts, parked_at IS NOT NULL",
+    )
+    .bind(id)
+    .bind(strip_nul_str(error).as_ref())
+    .bind(policy.base.as_secs_f64())
+    .bind(policy.max_wait.as_secs_f64())
+    .bind(policy.max_attempts.max(1))
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(attempts, parked)| Failure { attempts, parked }))
+}
+
+/// Events still unprocessed after `grace` and due for a retry, oldest first: what the
+/// sweeper re-enqueues. Parked events are left out (and out of the index it reads).
 pub async fn stale_unprocessed(
     pool: &PgPool,
     grace: Duration,
@@ -157,8 +261,10 @@ pub async fn stale_unprocessed(
 ) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM inbound_events
-         WHERE processed_at IS NULL AND received_at < now() - make_interval(secs => $1)
+         WHERE processed_at IS NULL AND parked_at IS NULL
+           AND received_at < now() - make_interval(secs => $1)
            AND (locked_until IS NULL OR locked_until < now())
+           AND (retry_at IS NULL OR retry_at <= now())
          ORDER BY received_at LIMIT $2",
     )
     .bind(grace.as_secs_f64())

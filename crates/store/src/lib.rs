@@ -14,6 +14,7 @@ mod error;
 pub mod event_outbox;
 pub mod idempotency;
 pub mod inbox;
+pub mod inbox_admin;
 pub mod model;
 pub mod orgs;
 pub mod outbox;

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// A user as the application sees it (no hash).
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct User {
     /// Primary key.
     pub id: Uuid,
@@ -21,7 +21,7 @@ pub struct User {
 }
 
 /// One org membership.
-#[derive(Debug, Clone, Copy, Serialize, sqlx::FromRow, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, sqlx::FromRow, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Membership {
     /// The org.
     pub org_id: Uuid,
@@ -129,6 +129,19 @@ pub async fn add_member(
     .await
     .map_err(StoreError::classify)?;
     Ok(())
+}
+
+/// Removes `user_id` from `org_id`; `false` when they were not a member.
+pub async fn remove_member(pool: &PgPool, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
+    Ok(
+        sqlx::query("DELETE FROM org_members WHERE org_id = $1 AND user_id = $2")
+            .bind(org_id)
+            .bind(user_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+            > 0,
+    )
 }
 
 /// The user's memberships, read fresh on every request so a removed member loses access at

@@ -1,5 +1,7 @@
 //! `switchboard admin …`: bootstrap orgs and users from the command line.
 
+mod demo;
+
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use switchboard_config::Config;
@@ -32,6 +34,10 @@ pub enum AdminCommand {
         #[arg(long, value_parser = ["admin", "expert"])]
         role: String,
     },
+    /// Create (or bring back) the demo org of the local stacks: an admin, an expert and one
+    /// connection per channel. Its passwords and secrets derive from `MASTER_ENCRYPTION_KEY`,
+    /// so every run prints the same JSON and changes nothing that is already right.
+    SeedDemo,
 }
 
 /// Runs one admin command against the configured database.
@@ -70,6 +76,13 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
             serde_json::json!({
                 "id": user.id, "email": user.email, "org_id": org, "role": role, "created": created
             })
+        }
+        AdminCommand::SeedDemo => {
+            let seed = demo::seed(config, &pool).await;
+            pool.close().await;
+            // Pretty: people read it (and the shell scripts pick values out line by line).
+            println!("{}", serde_json::to_string_pretty(&seed?)?);
+            return Ok(());
         }
     };
     pool.close().await;

@@ -1,6 +1,7 @@
 //! The `switchboard` binary: `serve`, `migrate` and the `admin` commands (SPEC §9).
 
 mod admin;
+mod demo_providers;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -34,6 +35,9 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// Fake agent and provider APIs plus a customer simulator, for demos and browser tests
+    /// (refused in production).
+    DemoProviders(demo_providers::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
             Command::Serve => serve(config).await,
             Command::Migrate => report(migrate(&config).await),
             Command::Admin { command } => report(admin::run(&config, command).await),
+            Command::DemoProviders(args) => report(demo_providers::run(&config, args).await),
         }
     })
 }

@@ -111,6 +111,12 @@ pub fn pod_env(db: &TestDb, redis_url: &str, prefix: &str) -> HashMap<String, St
         ("DB_POOL_SIZE", "5"),
         ("EXPECTED_PODS", "2"),
         ("BODY_LIMIT_BYTES", "65536"),
+        // No test ever reaches a real provider: tests that send replies point these at
+        // their fake provider; elsewhere replies fail fast against a closed port.
+        ("SLACK_API_BASE", "http://127.0.0.1:9"),
+        ("TWILIO_API_BASE", "http://127.0.0.1:9"),
+        ("TELEGRAM_API_BASE", "http://127.0.0.1:9"),
+        ("RESEND_API_BASE", "http://127.0.0.1:9"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -145,7 +145,7 @@ pub fn secrets(channel: &str) -> Value {
         "whatsapp" => {
             json!({"account_sid": "AC123", "auth_token": "twilio-token", "from_number": "+15550000000"})
         }
-        "telegram" => json!({"bot_token": "1:abc", "secret_token": "tg-secret"}),
+        "telegram" => json!({"bot_token": "1:abc", "secret_token": "tg-secret-0123456789"}),
         _ => {
             json!({"webhook_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "api_key": "re_1", "from_address": "support@example.test"})
         }

@@ -1,12 +1,11 @@
 //! `POST /auth/login` and `GET /auth/me`.
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, RequestId};
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -16,10 +15,15 @@ use std::time::Duration;
 use switchboard_coord::limiter;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::users::{self, Membership, User};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Failed logins allowed per address per window before 429 (SPEC §4: login is throttled).
 const LOGIN_FAILURES_PER_WINDOW: u64 = 10;
 const LOGIN_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// The longest email address there can be (RFC 5321 path limit).
+const MAX_EMAIL_LEN: usize = 254;
 
 /// A hash to verify against when the address is unknown, so a miss costs what a hit costs
 /// and response time does not reveal which addresses exist.
@@ -27,35 +31,48 @@ static DUMMY_HASH: LazyLock<String> =
     LazyLock::new(|| users::hash_password("switchboard-timing-equaliser").unwrap_or_default());
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/auth/login", post(login))
-        .route("/auth/me", get(me))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(me))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct LoginRequest {
     email: String,
     password: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct LoginResponse {
     token: String,
     expires_at: DateTime<Utc>,
     user: User,
 }
 
+#[utoipa::path(post, path = "/auth/login", tag = "auth", request_body = LoginRequest,
+    responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody),
+        (status = 401, description = "Wrong email or password", body = ErrorBody),
+        (status = 422, body = ErrorBody), (status = 429, description = "Too many failed logins", body = ErrorBody)))]
 async fn login(
     State(state): State<AppState>,
     RequestId(request_id): RequestId,
     Json(body): Json<LoginRequest>,
 ) -> ApiResult<Json<LoginResponse>> {
+    // No address is longer (RFC 5321); refused before anything is hashed, counted or looked up.
+    if body.email.len() > MAX_EMAIL_LEN {
+        return Err(ApiError::bad_request(
+            "email_too_long",
+            format!("email must be at most {MAX_EMAIL_LEN} characters"),
+        ));
+    }
     let email = body.email.trim().to_lowercase();
     if email.is_empty() || body.password.is_empty() {
         return Err(ApiError::validation("email and password are required"));
     }
-    let throttle_key = format!("login:{email}");
+    let email_sha256 = hex::encode(Sha256::digest(email.as_bytes()));
+    // The key holds a hash of the address, never the text anyone typed.
+    let throttle_key = format!("login:{email_sha256}");
     let attempt = limiter::hit(
         &state.redis,
         &throttle_key,
@@ -104,7 +121,7 @@ async fn login(
         },
         outcome,
         user.as_ref().map(|u| ("user", u.id)),
-        json!({"email_sha256": hex::encode(Sha256::digest(email.as_bytes()))}),
+        json!({"email_sha256": email_sha256}),
     )
     .await;
     if let Err(e) = audited {
@@ -125,12 +142,14 @@ async fn login(
     }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct MeResponse {
     user: User,
     orgs: Vec<Membership>,
 }
 
+#[utoipa::path(get, path = "/auth/me", tag = "auth", security(("bearer" = [])),
+    responses((status = 200, body = MeResponse), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
 async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<MeResponse>> {
     let user = users::get(&state.db, caller.user_id)
         .await?

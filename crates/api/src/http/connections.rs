@@ -1,28 +1,30 @@
 //! Channel connections CRUD for org admins. Secrets go in encrypted and never come out.
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query, RequestId};
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchboard_domain::ChannelKind;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::connections::{self, Connection, NewConnection};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/channel-connections", get(list).post(create))
-        .route("/channel-connections/{id}", get(show).delete(remove))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, remove))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct CreateRequest {
     org_id: Uuid,
     channel: String,
@@ -33,7 +35,7 @@ struct CreateRequest {
 }
 
 /// A connection as returned by the API: never with secrets, always with its webhook URL.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ConnectionView {
     #[serde(flatten)]
     connection: Connection,
@@ -52,6 +54,11 @@ impl ConnectionView {
     }
 }
 
+#[utoipa::path(post, path = "/channel-connections", tag = "channel-connections", security(("bearer" = [])),
+    request_body = CreateRequest,
+    responses((status = 201, body = ConnectionView), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 409, description = "A live connection with this name exists", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -89,6 +96,8 @@ async fn create(
         )),
         other => other.into(),
     })?;
+    // Every pod may remember this id as unknown (a webhook that raced the create): forget it.
+    state.connections.invalidate(connection.id).await;
     audit::record(
         &state.db,
         Actor {
@@ -107,16 +116,19 @@ async fn create(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     org_id: Option<Uuid>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ListResponse {
     items: Vec<ConnectionView>,
 }
 
+#[utoipa::path(get, path = "/channel-connections", tag = "channel-connections", security(("bearer" = [])),
+    params(ListQuery), responses((status = 200, body = ListResponse), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -147,6 +159,9 @@ async fn load_owned(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Co
     Ok(connection)
 }
 
+#[utoipa::path(get, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
+    params(("id" = Uuid, Path)),
+    responses((status = 200, body = ConnectionView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,
@@ -156,6 +171,9 @@ async fn show(
     Ok(Json(ConnectionView::new(&state, connection)))
 }
 
+#[utoipa::path(delete, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
+    params(("id" = Uuid, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn remove(
     State(state): State<AppState>,
     caller: Caller,

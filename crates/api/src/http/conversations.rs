@@ -3,29 +3,31 @@
 //! caller's orgs: another org's conversation is 403.
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::http::expert_queue::{CustomerView, ItemView, channel_filter, scope};
 use crate::http::pagination;
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_domain::ChannelKind;
 use switchboard_store::conversations::{self, ConversationFilter, ConversationRow, MessageRow};
 use switchboard_store::queue;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/conversations", get(list))
-        .route("/conversations/{id}", get(show))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(show))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct ConversationView {
     id: Uuid,
     org_id: Uuid,
@@ -56,7 +58,8 @@ impl From<ConversationRow> for ConversationView {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     org_id: Option<Uuid>,
     status: Option<String>,
@@ -66,12 +69,14 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ListResponse {
     items: Vec<ConversationView>,
     next_cursor: Option<String>,
 }
 
+#[utoipa::path(get, path = "/conversations", tag = "conversations", security(("bearer" = [])), params(ListQuery),
+    responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -100,14 +105,15 @@ async fn list(
     }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ShowQuery {
     /// A message id: return messages older than it.
     before: Option<Uuid>,
     limit: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct MessageView {
     id: Uuid,
     direction: String,
@@ -119,7 +125,7 @@ struct MessageView {
     delivery: Option<Delivery>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Delivery {
     status: String,
     provider_message_id: Option<String>,
@@ -146,7 +152,7 @@ impl From<MessageRow> for MessageView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ShowResponse {
     #[serde(flatten)]
     conversation: ConversationView,
@@ -157,6 +163,8 @@ struct ShowResponse {
     next_before: Option<Uuid>,
 }
 
+#[utoipa::path(get, path = "/conversations/{id}", tag = "conversations", security(("bearer" = [])), params(("id" = Uuid, Path), ShowQuery),
+    responses((status = 200, body = ShowResponse), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,

@@ -3,26 +3,29 @@
 //! larger jump, or after a reconnect, it asks from there and pages on until `latest_seq`.
 
 use crate::auth::Caller;
+use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query};
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use switchboard_realtime::events::{self, StoredEvent};
 use switchboard_store::StoreError;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/events", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EventsQuery {
     org_id: Uuid,
     #[serde(default)]
@@ -30,7 +33,7 @@ struct EventsQuery {
     limit: Option<i64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct EventsPage {
     /// Events with `seq > after`, oldest first, at most `limit`.
     events: Vec<StoredEvent>,
@@ -41,6 +44,8 @@ struct EventsPage {
     truncated: bool,
 }
 
+#[utoipa::path(get, path = "/events", tag = "realtime", security(("bearer" = [])), params(EventsQuery),
+    responses((status = 200, body = EventsPage), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,

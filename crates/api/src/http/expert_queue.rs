@@ -5,15 +5,14 @@
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::error::{ConflictBody, ErrorBody};
 use crate::extract::{Json, Path, Query, RequestId};
 use crate::http::pagination;
 use crate::idempotency::{Begin, Idempotent, KeyGuard};
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -22,28 +21,31 @@ use switchboard_domain::{ChannelKind, QueueStatus};
 use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
 use switchboard_flows::faults::Step;
 use switchboard_store::queue::{self, Assigned, ItemFilter, ItemRow, Order};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 /// Longest reply accepted, in characters (the channels split what they must).
 const MAX_REPLY_CHARS: usize = 32_000;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/expert-queue", get(list))
-        .route("/expert-queue/{id}", get(show))
-        .route("/expert-queue/{id}/claim", post(claim))
-        .route("/expert-queue/{id}/unclaim", post(unclaim))
-        .route("/expert-queue/{id}/assign", post(assign))
-        .route("/expert-queue/{id}/release", post(release))
-        .route("/expert-queue/{id}/respond", post(respond))
-        .route("/expert-queue/{id}/resolve", post(resolve))
-        .route("/expert-queue/{id}/snooze", post(snooze))
-        .route("/expert-queue/{id}/reopen", post(reopen))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(show))
+        .routes(routes!(claim))
+        .routes(routes!(unclaim))
+        .routes(routes!(assign))
+        .routes(routes!(release))
+        .routes(routes!(respond))
+        .routes(routes!(resolve))
+        .routes(routes!(snooze))
+        .routes(routes!(reopen))
 }
 
 /// A queue item as a console row shows it, with no further request needed.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ItemView {
     id: Uuid,
     org_id: Uuid,
@@ -63,7 +65,7 @@ pub(crate) struct ItemView {
 }
 
 /// Who the conversation is with.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CustomerView {
     pub(crate) id: Uuid,
     pub(crate) display_name: Option<String>,
@@ -71,14 +73,14 @@ pub(crate) struct CustomerView {
 }
 
 /// The last customer message, shortened.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct LastMessage {
     preview: String,
     at: DateTime<Utc>,
 }
 
 /// The agent's current draft.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct DraftView {
     id: Option<Uuid>,
     text: String,
@@ -121,7 +123,8 @@ impl From<ItemRow> for ItemView {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     org_id: Option<Uuid>,
     /// One state or several, comma separated; default: every state but resolved.
@@ -136,7 +139,7 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ListResponse {
     items: Vec<ItemView>,
     next_cursor: Option<String>,
@@ -165,6 +168,9 @@ pub(crate) fn channel_filter(channel: Option<&str>) -> ApiResult<Option<ChannelK
         .transpose()
 }
 
+#[utoipa::path(get, path = "/expert-queue", tag = "expert-queue", security(("bearer" = [])), params(ListQuery),
+    responses((status = 200, body = ListResponse), (status = 400, description = "Bad cursor", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -235,6 +241,8 @@ async fn item_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid
     Ok(org)
 }
 
+#[utoipa::path(get, path = "/expert-queue/{id}", tag = "expert-queue", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, body = ItemView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,
@@ -247,22 +255,22 @@ async fn show(
     Ok(Json(row.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct AssignBody {
     user_id: Uuid,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 struct ReleaseBody {
     body: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct RespondBody {
     body: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct SnoozeBody {
     until: Option<DateTime<Utc>>,
 }
@@ -280,6 +288,11 @@ fn reply_text(body: Option<String>, required: bool) -> ApiResult<Option<String>>
     }
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/claim", tag = "expert-queue", security(("bearer" = [])), description = "Take the item (the holder again: 200, no change)",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn claim(
     state: State<AppState>,
     caller: Caller,
@@ -290,6 +303,11 @@ async fn claim(
     act(state, caller, rid, id, req, |_| Ok(Action::Claim)).await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/unclaim", tag = "expert-queue", security(("bearer" = [])), description = "Give the item back (the holder, or an admin)",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn unclaim(
     state: State<AppState>,
     caller: Caller,
@@ -300,6 +318,11 @@ async fn unclaim(
     act(state, caller, rid, id, req, |_| Ok(Action::Unclaim)).await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/assign", tag = "expert-queue", security(("bearer" = [])), description = "Give the item to a member (admins)",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = AssignBody, 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn assign(
     state: State<AppState>,
     caller: Caller,
@@ -313,6 +336,11 @@ async fn assign(
     .await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/release", tag = "expert-queue", security(("bearer" = [])), description = "F3: send the draft, or the edited body",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = ReleaseBody, 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn release(
     state: State<AppState>,
     caller: Caller,
@@ -328,6 +356,11 @@ async fn release(
     .await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/respond", tag = "expert-queue", security(("bearer" = [])), description = "Send the expert's own reply instead of the draft",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = RespondBody, 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn respond(
     state: State<AppState>,
     caller: Caller,
@@ -343,6 +376,11 @@ async fn respond(
     .await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/resolve", tag = "expert-queue", security(("bearer" = [])), description = "Close the item",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn resolve(
     state: State<AppState>,
     caller: Caller,
@@ -353,6 +391,11 @@ async fn resolve(
     act(state, caller, rid, id, req, |_| Ok(Action::Resolve)).await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/snooze", tag = "expert-queue", security(("bearer" = [])), description = "Put the item aside until a time in the future",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = SnoozeBody, 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn snooze(
     state: State<AppState>,
     caller: Caller,
@@ -368,6 +411,11 @@ async fn snooze(
     .await
 }
 
+#[utoipa::path(post, path = "/expert-queue/{id}/reopen", tag = "expert-queue", security(("bearer" = [])), description = "Bring the item back to pending",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn reopen(
     state: State<AppState>,
     caller: Caller,
@@ -439,18 +487,38 @@ async fn run(
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
+/// What an action answers (and what its Idempotency-Key replays).
+#[derive(Serialize, ToSchema)]
+struct ActionAnswer {
+    item: ItemView,
+    /// The reply queued for delivery (release and respond).
+    message: Option<ReplyView>,
+}
+
+/// A reply as queued.
+#[derive(Serialize, ToSchema)]
+struct ReplyView {
+    id: Uuid,
+    author: String,
+    body: String,
+    delivery_status: Option<String>,
+    created_at: DateTime<Utc>,
+    outbox_id: Uuid,
+}
+
 fn answer(done: &Done) -> Value {
-    json!({
-        "item": ItemView::from(done.item.clone()),
-        "message": done.reply.as_ref().map(|r| json!({
-            "id": r.message.id,
-            "author": r.message.author,
-            "body": r.message.body,
-            "delivery_status": r.message.delivery_status,
-            "created_at": r.message.created_at,
-            "outbox_id": r.outbox_id,
-        })),
-    })
+    let answer = ActionAnswer {
+        item: ItemView::from(done.item.clone()),
+        message: done.reply.as_ref().map(|r| ReplyView {
+            id: r.message.id,
+            author: r.message.author.clone(),
+            body: r.message.body.clone(),
+            delivery_status: r.message.delivery_status.clone(),
+            created_at: r.message.created_at,
+            outbox_id: r.outbox_id,
+        }),
+    };
+    serde_json::to_value(answer).unwrap_or(Value::Null)
 }
 
 fn store(e: sqlx::Error) -> ApiError {

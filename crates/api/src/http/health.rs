@@ -2,28 +2,31 @@
 //! Redis concurrently, each under a short timeout, and answers 503 while draining.
 
 use crate::state::AppState;
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
 }
 
+#[utoipa::path(get, path = "/health", tag = "operations",
+    responses((status = 200, description = "The process is alive; touches nothing")))]
 async fn health() -> impl IntoResponse {
     axum::Json(serde_json::json!({"status": "ok"}))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Check {
     ok: bool,
     latency_ms: u64,
@@ -31,7 +34,7 @@ struct Check {
     error: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Readiness {
     status: &'static str,
     draining: bool,
@@ -42,22 +45,29 @@ struct Readiness {
 /// Informational: it does not decide readiness. Redis itself is a check above; a lost
 /// subscription is re-made by the watchdog within a tick, and failing every pod's
 /// readiness over it would not bring one event back.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Realtime {
     sockets: usize,
     adapter: switchboard_realtime::AdapterHealth,
 }
 
+#[utoipa::path(get, path = "/ready", tag = "operations",
+    responses((status = 200, description = "Postgres and Redis answer", body = Readiness),
+        (status = 503, description = "A dependency is failing, or the pod is draining", body = Readiness)))]
 async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     let timeout = state.config.ready_timeout();
     let db = state.db.clone();
+    // The body says which dependency fails, never the driver's text (hosts, users, paths):
+    // that goes to the log.
     let postgres = check(timeout, async move {
-        switchboard_store::ping(&db)
-            .await
-            .map_err(|e| e.to_string())
+        switchboard_store::ping(&db).await.map_err(|e| {
+            tracing::warn!(error = %e, "readiness: Postgres check failed");
+        })
     });
     let redis = check(timeout, async {
-        state.redis.ping().await.map_err(|e| e.to_string())
+        state.redis.ping().await.map_err(|e| {
+            tracing::warn!(error = %e, "readiness: Redis check failed");
+        })
     });
     let (postgres, redis) = tokio::join!(postgres, redis);
     let draining = state.lifecycle.is_draining();
@@ -74,7 +84,7 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         checks: BTreeMap::from([("postgres", postgres), ("redis", redis)]),
         realtime: Realtime {
             sockets: state.realtime.local_sockets(),
-            adapter: state.realtime.health(),
+            adapter: adapter_health(&state),
         },
     };
     let status = if ok {
@@ -85,9 +95,18 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     (status, axum::Json(body))
 }
 
+/// The adapter's health without the watchdog's error text (the watchdog logs it).
+fn adapter_health(state: &AppState) -> switchboard_realtime::AdapterHealth {
+    let mut health = state.realtime.health();
+    if health.error.is_some() {
+        health.error = Some("unavailable".to_owned());
+    }
+    health
+}
+
 async fn check<F>(timeout: Duration, probe: F) -> Check
 where
-    F: Future<Output = Result<(), String>>,
+    F: Future<Output = Result<(), ()>>,
 {
     let started = Instant::now();
     let outcome = tokio::time::timeout(timeout, probe).await;
@@ -98,10 +117,10 @@ where
             latency_ms,
             error: None,
         },
-        Ok(Err(e)) => Check {
+        Ok(Err(())) => Check {
             ok: false,
             latency_ms,
-            error: Some(e),
+            error: Some("unavailable".to_owned()),
         },
         Err(_) => Check {
             ok: false,

@@ -3,9 +3,13 @@
 mod auth;
 mod connections;
 mod conversations;
+mod dead_letters;
 mod events;
 mod expert_queue;
 mod health;
+mod inbound_events;
+mod members;
+mod openapi;
 mod pagination;
 mod webhooks;
 
@@ -16,15 +20,44 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use std::any::Any;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Every route, each documented where it is registered (see `openapi`).
+pub(crate) fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(health::router())
+        .merge(auth::router())
+        .merge(connections::router())
+        .merge(conversations::router())
+        .merge(expert_queue::router())
+        .merge(events::router())
+        .merge(webhooks::router())
+        .merge(dead_letters::router())
+        .merge(inbound_events::router())
+        .merge(members::router())
+        .merge(openapi::router())
+        .routes(routes!(metrics_text))
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
+async fn metrics_text(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    // With `METRICS_ADDR` set, `/metrics` is served there only, off the public port.
+    if state.config.metrics_addr.is_some() {
+        return not_found().await.into_response();
+    }
+    metrics::render().await.into_response()
+}
 
 /// The whole HTTP application for one pod.
 pub fn router(state: AppState) -> Router {
@@ -33,17 +66,11 @@ pub fn router(state: AppState) -> Router {
     // Socket.IO answers `/socket.io/*` before routing; it sits outside the per-route
     // metrics (sockets have their own) but inside tracing, request ids and panic capture.
     let sockets = state.realtime.layer();
-    Router::new()
-        .merge(health::router())
-        .merge(auth::router())
-        .merge(connections::router())
-        .merge(conversations::router())
-        .merge(expert_queue::router())
-        .merge(events::router())
-        .merge(webhooks::router())
-        .route("/metrics", get(metrics::render))
-        .fallback(not_found)
+    let (routes, _) = api().split_for_parts();
+    routes
+        .fallback(crate::console::fallback)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(crate::timeouts::Limits::new(&state.config), crate::timeouts::limit))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(sockets)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -7,31 +7,43 @@
 //! duplicate filter; the unique index is the truth. If Redis is down the event is still
 //! committed and acknowledged, and the inbox sweeper enqueues it later.
 
+use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{OriginalUri, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use serde_json::json;
 use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
 use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::{InboxMessage, InboxPayload};
+use switchboard_flows::intake::IntakeError;
 use switchboard_store::inbox::NewEvent;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/webhooks/{channel}/{connection_id}", post(receive))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(receive))
 }
+
+/// Bodies up to this size are verified and parsed on the request's own task.
+const INLINE_PARSE_MAX_BYTES: usize = 16 * 1024;
 
 fn unknown_connection() -> ApiError {
     ApiError::not_found("channel connection")
 }
 
+#[utoipa::path(post, path = "/webhooks/{channel}/{connection_id}", tag = "webhooks",
+    params(("channel" = ChannelKind, Path), ("connection_id" = Uuid, Path)),
+    request_body(content = String, description = "The provider's request, signed the way the provider signs it (SPEC §3 F1)"),
+    responses((status = 200, description = "Committed to the inbox (`accepted`) or already there (`duplicate`); Slack's url_verification gets its challenge"),
+        (status = 400, body = ErrorBody), (status = 401, description = "Bad or stale signature", body = ErrorBody),
+        (status = 404, description = "Unknown connection", body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 503, description = "Not stored; retry", body = ErrorBody)))]
 async fn receive(
     State(state): State<AppState>,
     Path((channel, connection_id)): Path<(String, String)>,
@@ -39,8 +51,7 @@ async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    // Counted while it is answered: the pod's workers give way while many are.
-    let _in_flight = state.flows.load.enter();
+    let body_len = body.as_ref().map_or(0, Bytes::len);
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large()
@@ -56,20 +67,37 @@ async fn receive(
         .await?
         .filter(|l| l.connection.channel == channel)
         .ok_or_else(unknown_connection)?;
-    let (connection, secrets) = (&loaded.connection, &loaded.secrets);
+    let connection = &loaded.connection;
 
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let public_url = format!(
         "{}{path}",
         state.config.public_base_url.as_str().trim_end_matches('/')
     );
-    let request = InboundRequest {
-        headers: &headers,
-        body: &body,
-        public_url: &public_url,
-        now_unix: chrono::Utc::now().timestamp(),
+    let now_unix = chrono::Utc::now().timestamp();
+    let verify = {
+        let loaded = loaded.clone();
+        move || {
+            let request = InboundRequest {
+                headers: &headers,
+                body: &body,
+                public_url: &public_url,
+                now_unix,
+            };
+            verify_and_parse(channel, loaded.secrets.expose(), &request)
+        }
     };
-    let event = match verify_and_parse(channel, secrets, &request) {
+    // A large body costs real CPU to authenticate and parse (an email's HTML becomes text
+    // here): that runs on the blocking pool, so it never stalls the async threads that
+    // answer every other request. Small ones are cheaper inline than the hand-off.
+    let verified = if body_len > INLINE_PARSE_MAX_BYTES {
+        tokio::task::spawn_blocking(verify)
+            .await
+            .map_err(ApiError::internal)?
+    } else {
+        verify()
+    };
+    let event = match verified {
         Ok(Verified::Challenge(challenge)) => {
             return Ok(([(header::CONTENT_TYPE, "text/plain")], challenge).into_response());
         }
@@ -80,6 +108,9 @@ async fn receive(
             return Err(rejection(e));
         }
     };
+    // Counted from here, once the signature holds: the pod's workers give way while many
+    // genuine webhooks are being committed, and forged or unknown requests never make them.
+    let _in_flight = state.flows.load.enter();
 
     let scope = format!("{channel}:{connection_id}:{}", event.dedup_key);
     let has_message = event.message.is_some();
@@ -87,7 +118,7 @@ async fn receive(
         message: event.message.map(|m| InboxMessage {
             customer_external_id: m.customer_external_id,
             customer_name: m.customer_name,
-            text: m.text,
+            text: switchboard_channels::cap_text(m.text, state.config.inbound_text_max_bytes),
             // A provider's message ids are unique per bot or number at best (two Telegram
             // bots of one org both see `{chat_id}:{message_id}` = `1:1`): the connection
             // is part of the message's identity.
@@ -114,12 +145,23 @@ async fn receive(
     let event_id = match submitted {
         Ok(Some(id)) => id,
         Ok(None) => return Ok(duplicate(channel)),
+        Err(IntakeError::Refused(e)) => {
+            tracing::error!(error = %e, "inbound event refused by the inbox");
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unstorable_event",
+                "the event holds data that cannot be stored",
+            ));
+        }
         Err(e) => {
+            // Postgres away, restarting or refusing the batch: nothing was stored, and a
+            // 503 (never a 500) makes the provider retry.
             tracing::error!(error = %e, "could not commit inbound event");
             return Err(ApiError::unavailable(
                 "dependency_unavailable",
                 "the event could not be stored; retry later",
-            ));
+            )
+            .with_retry_after(std::time::Duration::from_secs(5)));
         }
     };
     metrics::counter!("webhooks_accepted_total", "channel" => channel.as_str()).increment(1);

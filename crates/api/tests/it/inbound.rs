@@ -86,7 +86,7 @@ async fn redis_flushed_after_50_acks_loses_nothing() {
     let (_, conns) = connections(&db, &a).await;
     let path = format!("/webhooks/telegram/{}", conns[2].1);
     let signed: Vec<_> = (0..50)
-        .map(|i| signing::telegram("tg-secret", 1000 + i, 100 + i, "help"))
+        .map(|i| signing::telegram("tg-secret-0123456789", 1000 + i, 100 + i, "help"))
         .collect();
     for s in &signed {
         let (status, body) = send(&a, &path, s).await;
@@ -277,9 +277,13 @@ async fn workers_recover_after_their_redis_connections_are_killed() {
     let (_, conns) = connections(&db, &p).await;
     let path = format!("/webhooks/telegram/{}", conns[2].1);
     assert_eq!(
-        send(&p, &path, &signing::telegram("tg-secret", 1, 1, "before"))
-            .await
-            .0,
+        send(
+            &p,
+            &path,
+            &signing::telegram("tg-secret-0123456789", 1, 1, "before")
+        )
+        .await
+        .0,
         200
     );
     assert_eq!(
@@ -305,7 +309,12 @@ async fn workers_recover_after_their_redis_connections_are_killed() {
     );
 
     for i in 2..12 {
-        let (status, body) = send(&p, &path, &signing::telegram("tg-secret", i, i, "after")).await;
+        let (status, body) = send(
+            &p,
+            &path,
+            &signing::telegram("tg-secret-0123456789", i, i, "after"),
+        )
+        .await;
         assert_eq!(status, 200, "{body}");
     }
     assert_eq!(
@@ -328,7 +337,7 @@ async fn webhooks_are_acknowledged_while_redis_is_down_and_processed_after() {
         let (status, body) = send(
             &p,
             &path,
-            &signing::telegram("tg-secret", 50 + i, 7, "redis is down"),
+            &signing::telegram("tg-secret-0123456789", 50 + i, 7, "redis is down"),
         )
         .await;
         assert_eq!(status, 200, "{body}");
@@ -337,7 +346,7 @@ async fn webhooks_are_acknowledged_while_redis_is_down_and_processed_after() {
     let (status, body) = send(
         &p,
         &path,
-        &signing::telegram("tg-secret", 50, 7, "redis is down"),
+        &signing::telegram("tg-secret-0123456789", 50, 7, "redis is down"),
     )
     .await;
     assert_eq!((status, body.contains("duplicate")), (200, true), "{body}");
@@ -366,7 +375,7 @@ async fn finished_jobs_leave_nothing_behind_in_redis() {
             send(
                 &p,
                 &path,
-                &signing::telegram("tg-secret", 300 + i, 300 + i, "hi")
+                &signing::telegram("tg-secret-0123456789", 300 + i, 300 + i, "hi")
             )
             .await
             .0,
@@ -549,7 +558,12 @@ async fn a_job_slower_than_its_lease_keeps_its_event() {
     .await;
     let (_, conns) = connections(&db, &p).await;
     let path = format!("/webhooks/telegram/{}", conns[2].1);
-    let (status, body) = send(&p, &path, &signing::telegram("tg-secret", 77, 77, "slow")).await;
+    let (status, body) = send(
+        &p,
+        &path,
+        &signing::telegram("tg-secret-0123456789", 77, 77, "slow"),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         wait_for_count(&db, "SELECT count(*) FROM drafts", 1).await,

@@ -16,7 +16,7 @@ async fn any_pod_serves_any_request() {
         .post(b.url("/channel-connections"))
         .bearer_auth(&token)
         .json(&json!({"org_id": org, "channel": "telegram", "name": "bot",
-            "secrets": {"bot_token": "123:abc", "secret_token": "s3"}}))
+            "secrets": {"bot_token": "123:abc", "secret_token": "s3-0123456789abcdef"}}))
         .send()
         .await
         .unwrap()

@@ -20,7 +20,7 @@ fn signed_for(channel: &str, conn: &str, n: i64) -> Signed {
             "whatsapp:+15551234567",
             "hello from whatsapp",
         ),
-        "telegram" => signing::telegram("tg-secret", n, 4242, "hello from telegram"),
+        "telegram" => signing::telegram("tg-secret-0123456789", n, 4242, "hello from telegram"),
         _ => signing::email(
             "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
             &format!("msg_{n}"),

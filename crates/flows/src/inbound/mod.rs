@@ -19,6 +19,17 @@ pub const FALLBACK_DRAFT: &str =
 /// How many entries `agent_context.history_summary` keeps.
 pub const HISTORY_LEN: i64 = 10;
 
+/// How the job retries failures and bounds what it stores and sends.
+#[derive(Debug, Clone, Copy)]
+pub struct InboxPolicy {
+    /// Attempts, backoff and parking.
+    pub retry: inbox::RetryPolicy,
+    /// Longest message text stored (`INBOUND_TEXT_MAX_BYTES`).
+    pub text_max_bytes: usize,
+    /// Most conversation text sent to the agent (`AGENT_PROMPT_MAX_BYTES`).
+    pub prompt_max_bytes: usize,
+}
+
 /// What one run of the job did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -45,10 +56,10 @@ pub enum JobError {
     Store(#[from] StoreError),
     /// The stored payload is not what the webhook writes.
     #[error("inbox payload is malformed: {0}")]
-    Payload(String),
+    Payload(#[from] serde_json::Error),
     /// The email's body could not be fetched from Resend yet.
     #[error("could not fetch the email body: {0}")]
-    EmailBody(String),
+    EmailBody(#[source] FetchError),
 }
 
 impl From<sqlx::Error> for JobError {
@@ -61,8 +72,15 @@ impl From<sqlx::Error> for JobError {
 pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     let result = run(deps, event_id).await;
     if let Err(e) = &result {
-        if let Err(record) = inbox::record_failure(&deps.db, event_id, &e.to_string()).await {
-            tracing::warn!(error = %record, "could not record inbound job failure");
+        let policy = deps.inbox_policy.retry;
+        match inbox::record_failure(&deps.db, event_id, &e.to_string(), policy).await {
+            Ok(Some(failure)) if failure.parked => {
+                metrics::counter!("inbox_events_parked_total").increment(1);
+                tracing::error!(%event_id, attempts = failure.attempts, error = %e,
+                    "inbound event parked after too many failed attempts; replay it once fixed");
+            }
+            Ok(_) => {}
+            Err(record) => tracing::warn!(error = %record, "could not record inbound job failure"),
         }
     }
     result
@@ -88,8 +106,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
             Some(_) => Outcome::HeldElsewhere,
         });
     };
-    let payload: InboxPayload = serde_json::from_value(event.payload.clone())
-        .map_err(|e| JobError::Payload(e.to_string()))?;
+    let payload: InboxPayload = serde_json::from_value(event.payload.clone())?;
     let Some(mut message) = payload.message else {
         mark_processed(&mut *tx, event_id).await?;
         tx.commit().await?;
@@ -102,6 +119,8 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         drop(turn);
         let fetching = email_text(deps, event.connection_id, &email_id);
         message.text = holding_lease(deps, event_id, fetching).await?;
+        message.text =
+            switchboard_channels::cap_text(message.text, deps.inbox_policy.text_max_bytes);
         turn = deps.load.admit().await;
         tx = begin_async_commit(deps).await?;
     }
@@ -215,7 +234,7 @@ async fn email_text(deps: &Deps, connection_id: Uuid, email_id: &str) -> Result<
                 "(The body of this email could not be retrieved: {reason}. Resend email id: {email_id}.)"
             ))
         }
-        Err(e) => Err(JobError::EmailBody(e.to_string())),
+        Err(e) => Err(JobError::EmailBody(e)),
     }
 }
 
@@ -223,20 +242,12 @@ async fn email_text(deps: &Deps, connection_id: Uuid, email_id: &str) -> Result<
 /// third of `INBOX_LEASE_SECS`: a slow agent keeps its event, and the event of a pod that
 /// died is free for the sweeper within one lease.
 async fn holding_lease<T>(deps: &Deps, event_id: Uuid, work: impl Future<Output = T>) -> T {
-    let every = (deps.inbox_lease / 3).max(std::time::Duration::from_millis(100));
-    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(work);
-    loop {
-        tokio::select! {
-            out = &mut work => return out,
-            _ = renew.tick() => {
-                if let Err(e) = inbox::renew(&deps.db, event_id, deps.inbox_lease).await {
-                    tracing::warn!(%event_id, error = %e, "could not renew the inbox lease");
-                }
-            }
+    let renew = || async move {
+        if let Err(e) = inbox::renew(&deps.db, event_id, deps.inbox_lease).await {
+            tracing::warn!(%event_id, error = %e, "could not renew the inbox lease");
         }
-    }
+    };
+    crate::lease::hold(deps.inbox_lease, renew, work).await
 }
 
 /// Calls the agent with the recent messages and stores the draft with the queue item;
@@ -249,10 +260,7 @@ async fn draft(
     message_id: Uuid,
     history: Vec<(String, String)>,
 ) -> Result<bool, JobError> {
-    let lines: Vec<ChatLine> = history
-        .into_iter()
-        .map(|(role, text)| ChatLine { role, text })
-        .collect();
+    let lines = prompt_lines(history, deps.inbox_policy.prompt_max_bytes);
     let (body, confidence, cost, fallback) = match deps
         .agent
         .draft(org_id, conversation_id, &lines)
@@ -289,6 +297,23 @@ async fn draft(
     Ok(fallback)
 }
 
+/// The conversation for the agent, oldest first, within `max_bytes` of text: the newest
+/// messages are kept (the newest one shortened if it alone is too long), older ones dropped.
+fn prompt_lines(history: Vec<(String, String)>, max_bytes: usize) -> Vec<ChatLine> {
+    let mut left = max_bytes;
+    let mut lines: Vec<ChatLine> = Vec::with_capacity(history.len());
+    for (role, text) in history.into_iter().rev() {
+        if left == 0 || (text.len() > left && !lines.is_empty()) {
+            break;
+        }
+        let text = switchboard_channels::cap_text(text, left);
+        left = left.saturating_sub(text.len());
+        lines.push(ChatLine { role, text });
+    }
+    lines.reverse();
+    lines
+}
+
 async fn mark_processed<'e>(
     db: impl sqlx::PgExecutor<'e>,
     event_id: Uuid,
@@ -298,4 +323,22 @@ async fn mark_processed<'e>(
         .execute(db)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_keeps_the_newest_messages_within_its_budget() {
+        let history: Vec<(String, String)> = (0..5)
+            .map(|i| ("customer".to_owned(), format!("{i}").repeat(400)))
+            .collect();
+        let lines = prompt_lines(history.clone(), 1024);
+        let texts: Vec<&str> = lines.iter().map(|l| &l.text[..1]).collect();
+        assert_eq!(texts, ["3", "4"], "oldest first, newest kept");
+        let huge = vec![("customer".to_owned(), "x".repeat(10_000))];
+        let lines = prompt_lines(huge, 1024);
+        assert!(lines.len() == 1 && lines[0].text.len() <= 1024);
+    }
 }

@@ -121,3 +121,82 @@ async fn bad_admin_input_fails_and_writes_nothing() {
             .unwrap();
     assert_eq!(n, 0);
 }
+
+#[tokio::test]
+async fn seed_demo_is_idempotent_and_its_values_work() {
+    let db = TestDb::fresh().await;
+    let prefix = random_prefix();
+    let vars = pod_env(&db, &redis_url(), &prefix);
+
+    let seed = |vars| {
+        let out = run(vars, &["admin", "seed-demo"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = seed(&vars);
+    // The second run finds everything in place and prints exactly the same.
+    assert_eq!(seed(&vars), first);
+    let counts = "SELECT (SELECT count(*) FROM orgs) * 100 + (SELECT count(*) FROM users) * 10
+                 + (SELECT count(*) FROM channel_connections WHERE deleted_at IS NULL)";
+    assert_eq!(db.count(counts).await, 124);
+
+    // A password changed by hand is reset to the printed one; nothing else changes.
+    let pool = db.pool().await;
+    sqlx::query("UPDATE users SET password_hash = 'x' WHERE email = 'expert@demo.local'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(seed(&vars), first);
+    assert_eq!(db.count(counts).await, 124);
+
+    let demo: Value = serde_json::from_str(&first).unwrap();
+    let org = demo["org_id"].as_str().unwrap();
+    let slack = &demo["channels"]["slack"];
+    let id = slack["id"].as_str().unwrap();
+    assert_eq!(
+        slack["webhook_url"],
+        format!("https://switchboard.test/webhooks/slack/{id}")
+    );
+    for channel in ["whatsapp", "telegram", "email"] {
+        assert!(
+            demo["channels"][channel]["id"].as_str().is_some(),
+            "{channel}"
+        );
+    }
+
+    // The printed credentials are the real ones: both users log in, and a webhook signed
+    // with the printed Slack secret is accepted and stored for the demo org.
+    let pod = switchboard_testing::TestPod::start(&db, &prefix).await;
+    for role in ["admin", "expert"] {
+        pod.login(
+            demo[role]["email"].as_str().unwrap(),
+            demo[role]["password"].as_str().unwrap(),
+        )
+        .await;
+    }
+    let signed = switchboard_testing::signing::slack(
+        slack["secrets"]["signing_secret"].as_str().unwrap(),
+        "EvDemo1",
+        "U1",
+        "1700000000.000100",
+        "hello from the demo",
+    );
+    let mut request = pod.client.post(pod.url(&format!("/webhooks/slack/{id}")));
+    for (name, value) in &signed.headers {
+        request = request.header(name, value);
+    }
+    let response = request.body(signed.body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let stored = db
+        .wait_for_count(
+            &format!("SELECT count(*) FROM inbound_events WHERE org_id = '{org}'"),
+            1,
+        )
+        .await;
+    assert_eq!(stored, 1);
+    pod.server.begin_shutdown();
+}

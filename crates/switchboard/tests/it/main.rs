@@ -5,6 +5,7 @@
 mod admin;
 mod invariants;
 mod kill;
+mod outbound_kill;
 mod release_kill;
 mod shutdown;
 

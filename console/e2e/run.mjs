@@ -1,0 +1,517 @@
+// The expert console end to end, in headless Chromium: two pods behind a load balancer with
+// no stickiness, the demo providers as agent and channel APIs. Started by
+// scripts/test-browser.sh, which sets the environment read in lib.mjs.
+
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  ARTIFACTS,
+  AXE_SOURCE,
+  CHROMIUM,
+  LB,
+  LOAD_ORG,
+  ORG,
+  PASSWORD,
+  POD,
+  SEED_FILE,
+  api,
+  chromium,
+  customerWrites,
+  haproxy,
+  login,
+  podPid,
+  providerCalls,
+  run,
+  sleep,
+  socketsOn,
+  startPod,
+  test,
+  timings,
+  waitFor,
+} from "./lib.mjs";
+
+const LOAD_ITEMS = Number(process.env.SB_LOAD_ITEMS ?? 5000);
+const nonce = () => Math.random().toString(36).slice(2, 8);
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  // Playwright gives every launch a fresh temporary profile (--user-data-dir).
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+
+const problems = []; // script errors and CSP violations, from every page
+const axeFindings = [];
+
+async function newPage(label, viewport = { width: 1440, height: 900 }) {
+  const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  page.on("pageerror", (e) => problems.push(`${label}: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error" && /Content Security Policy|Refused to/i.test(m.text())) {
+      problems.push(`${label}: ${m.text()}`);
+    }
+  });
+  pages.set(label, page);
+  return page;
+}
+const pages = new Map();
+
+async function logIn(page, base, email) {
+  await page.goto(`${base}/`);
+  await page.fill("#login-email", email);
+  await page.fill("#login-password", PASSWORD);
+  const start = Date.now();
+  await page.click('button[type="submit"]');
+  await page.locator('#link-state[data-state="live"]').waitFor({ timeout: 15_000 });
+  return Date.now() - start;
+}
+
+const row = (page, text) => page.locator(".vrow", { hasText: text });
+
+async function scan(page, label) {
+  await page.evaluate(AXE_SOURCE);
+  const result = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const r = await axe.run(document, { resultTypes: ["violations"] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(" ")).slice(0, 3) }));
+  });
+  const serious = result.filter((v) => v.impact === "serious" || v.impact === "critical");
+  for (const v of serious) axeFindings.push(`${label}: [${v.impact}] ${v.id} — ${v.help} @ ${v.nodes.join(", ")}`);
+  return { all: result.length, serious: serious.length };
+}
+
+// --- set-up: connections for the demo providers' simulator, and the load org's backlog -------
+
+const adminToken = await login("admin@browser.test");
+const secrets = {
+  slack: { signing_secret: "browser-slack-signing", bot_token: "xoxb-browser" },
+  whatsapp: { account_sid: "ACbrowser", auth_token: "browser-twilio-token", from_number: "+15550001111" },
+  telegram: { bot_token: "7:browser", secret_token: "browser-telegram-secret" },
+  email: { webhook_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", api_key: "re_browser", from_address: "support@browser.test" },
+};
+const seed = { org_id: ORG, channels: {} };
+for (const [channel, s] of Object.entries(secrets)) {
+  const r = await api(LB, "POST", "/channel-connections", {
+    token: adminToken,
+    body: { org_id: ORG, channel, name: `browser-${channel}`, secrets: s, settings: {} },
+  });
+  assert.equal(r.status, 201, `creating the ${channel} connection: ${JSON.stringify(r.body)}`);
+  seed.channels[channel] = { id: r.body.id, webhook_url: r.body.webhook_url, secrets: s };
+}
+writeFileSync(SEED_FILE, JSON.stringify(seed, null, 2));
+
+/** Fills the load org with LOAD_ITEMS open items: one Telegram customer each, via webhooks. */
+async function seedBacklog() {
+  const token = await login("load-admin@browser.test");
+  const secret = "load-telegram-secret";
+  const c = await api(LB, "POST", "/channel-connections", {
+    token,
+    body: { org_id: LOAD_ORG, channel: "telegram", name: "load", secrets: { bot_token: "9:load", secret_token: secret }, settings: {} },
+  });
+  assert.equal(c.status, 201);
+  const path = new URL(c.body.webhook_url).pathname;
+  const base = Date.now();
+  let next = 0;
+  const started = Date.now();
+  const worker = async () => {
+    while (next < LOAD_ITEMS) {
+      const i = next++;
+      const chat = 5_000_000 + i;
+      const body = JSON.stringify({
+        update_id: base + i,
+        message: {
+          message_id: i + 1,
+          date: Math.floor(Date.now() / 1000),
+          text: `Backlog message ${i}: where is my order?`,
+          from: { id: chat, is_bot: false, first_name: `Customer ${String(i).padStart(4, "0")}` },
+          chat: { id: chat, type: "private" },
+        },
+      });
+      for (let attempt = 0; ; attempt++) {
+        const r = await fetch(POD[(i % 2) + 1] + path, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-telegram-bot-api-secret-token": secret },
+          body,
+        }).catch((e) => ({ status: 0, e }));
+        if (r.status === 200) break;
+        if (attempt > 5) throw new Error(`backlog webhook ${i}: ${r.status}`);
+        await sleep(200 * (attempt + 1));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 24 }, worker));
+  timings[`backlog: ${LOAD_ITEMS} webhooks accepted`] = Date.now() - started;
+  const expert = await login("load-expert@browser.test");
+  await waitFor(
+    `${LOAD_ITEMS} queue items in the load org`,
+    async () => {
+      let count = 0;
+      let cursor = "";
+      for (;;) {
+        const r = await api(LB, "GET", `/expert-queue?org_id=${LOAD_ORG}&limit=200${cursor}`, { token: expert });
+        count += r.body.items.length;
+        if (!r.body.next_cursor) break;
+        cursor = `&cursor=${encodeURIComponent(r.body.next_cursor)}`;
+      }
+      return count >= LOAD_ITEMS;
+    },
+    { timeout: 600_000, every: 3000 },
+  );
+  timings[`backlog: ${LOAD_ITEMS} items drafted and queued`] = Date.now() - started;
+}
+
+// --- the tests -------------------------------------------------------------------------------
+
+let page1; // expert1, console loaded from pod 1 (its socket is on pod 1)
+let page2; // expert2, through the load balancer
+const tag = {};
+
+test("log in: the login screen is interactive in under 1 s, the queue goes live", async () => {
+  page1 = await newPage("expert1@pod-1");
+  const response = await page1.goto(`${POD[1]}/`);
+  const csp = response.headers()["content-security-policy"] ?? "";
+  assert.match(csp, /script-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  await page1.locator("#login-email").waitFor();
+  const interactive = await page1.evaluate(() => performance.getEntriesByName("sb-interactive")[0]?.startTime);
+  const loaded = await page1.evaluate(() => performance.getEntriesByType("navigation")[0].loadEventEnd);
+  timings["login screen interactive (from navigation start)"] = Math.round(interactive);
+  timings["login screen load event"] = Math.round(loaded);
+  assert.ok(interactive < 1000, `interactive after ${interactive} ms`);
+  await page1.fill("#login-email", "expert1@browser.test");
+  await page1.fill("#login-password", PASSWORD);
+  const start = Date.now();
+  await page1.click('button[type="submit"]');
+  await page1.locator('#link-state[data-state="live"]').waitFor({ timeout: 15_000 });
+  timings["log in → queue live"] = Date.now() - start;
+  assert.equal(await page1.locator('.tab[aria-pressed="true"]').getAttribute("data-tab"), "pending");
+});
+
+test("a webhook sent to pod 2 appears live on a console connected to pod 1", async () => {
+  assert.equal(await socketsOn(1), 1, "the console's socket is on pod 1");
+  assert.equal(await socketsOn(2), 0);
+  await page1.evaluate(() => {
+    window.__sameDocument = true;
+  });
+  tag.grace = nonce();
+  const start = Date.now();
+  const sent = await customerWrites("slack", `Where is my order #1042? [${tag.grace}]`, "Grace Hopper", "pod-2");
+  assert.ok(sent.sent_to.startsWith(POD[2]), sent.sent_to);
+  await row(page1, tag.grace).waitFor({ timeout: 20_000 });
+  timings["webhook on pod 2 → row on the pod-1 console"] = Date.now() - start;
+  assert.equal(await page1.evaluate(() => window.__sameDocument), true, "the page was not reloaded");
+});
+
+test("edit the draft and release: the provider gets the edited text once, the message shows sent", async () => {
+  await row(page1, tag.grace).click();
+  await waitFor("the agent's draft in the composer", async () => (await page1.inputValue("#composer")).includes("order"));
+  assert.match(await page1.textContent("#draft-info"), /confidence \d+%/);
+  await page1.click('[data-action="claim"]');
+  await page1.locator("#detail-status", { hasText: "Claimed" }).waitFor();
+  const edited = `Your order #1042 ships tomorrow morning. Thanks for waiting! [${tag.grace}]`;
+  await page1.fill("#composer", edited);
+  assert.equal(await page1.textContent('[data-action="release"]'), "Release edited");
+  const start = Date.now();
+  await page1.click('[data-action="release"]');
+  await waitFor("the fake Slack API to receive the edited reply", async () =>
+    (await providerCalls("slack")).some((c) => c.text === edited),
+  );
+  timings["release → provider call"] = Date.now() - start;
+  const bubble = page1.locator(".msg.out", { hasText: edited });
+  await bubble.waitFor();
+  await page1.locator("#detail-status", { hasText: "Awaiting customer" }).waitFor();
+  await waitFor(
+    'delivery "sent" on the released message (live, via message_status_updated)',
+    async () => (await bubble.getAttribute("data-delivery")) === "sent",
+    { timeout: 30_000 },
+  );
+  timings["release → sent on screen"] = Date.now() - start;
+  await sleep(2000);
+  const calls = (await providerCalls("slack")).filter((c) => c.text === edited);
+  assert.equal(calls.length, 1, "exactly one provider call");
+});
+
+test("double-click release sends one reply", async () => {
+  tag.linus = nonce();
+  await customerWrites("telegram", `Hi, I would like a refund please [${tag.linus}]`, "Linus", "lb");
+  await row(page1, tag.linus).waitFor({ timeout: 20_000 });
+  await row(page1, tag.linus).click();
+  await waitFor("the refund draft", async () => (await page1.inputValue("#composer")).includes("refund"));
+  const draft = await page1.inputValue("#composer");
+  await page1.dblclick('[data-action="release"]');
+  await waitFor("the fake Telegram API to receive the reply", async () =>
+    (await providerCalls("telegram")).some((c) => c.text === draft),
+  );
+  await sleep(3000);
+  assert.equal((await providerCalls("telegram")).filter((c) => c.text === draft).length, 1, "one provider call");
+  assert.equal(await page1.locator(".msg.out", { hasText: draft }).count(), 1, "one outbound message");
+});
+
+test("a second console sees the first one's claim live and gets the 409 explanation", async () => {
+  page2 = await newPage("expert2@lb");
+  await logIn(page2, LB, "expert2@browser.test");
+  tag.margaret = nonce();
+  await customerWrites("whatsapp", `My package arrived damaged [${tag.margaret}]`, "Margaret Hamilton");
+  await row(page1, tag.margaret).waitFor({ timeout: 20_000 });
+  await row(page2, tag.margaret).waitFor({ timeout: 20_000 });
+  await row(page2, tag.margaret).click();
+  await page2.locator("#detail-status", { hasText: "Pending" }).waitFor();
+  await row(page1, tag.margaret).click();
+  await page1.locator("#composer").waitFor();
+  await page1.click('[data-action="claim"]');
+  await page1.locator("#detail-status", { hasText: "Claimed" }).waitFor();
+  // The second console learns it live: the status, the holder, the row's chip.
+  await page2.locator("#detail-status", { hasText: "Claimed" }).waitFor({ timeout: 10_000 });
+  assert.match(await page2.textContent("#detail-holder"), /another expert/);
+  await row(page2, tag.margaret).locator(".chip", { hasText: "Claimed · another expert" }).waitFor();
+  await page2.click('[data-action="claim"]');
+  await page2.locator("#detail-banner", { hasText: "claimed by another expert" }).waitFor();
+  tag.conflict = await page2.textContent("#detail-banner");
+  await page2.click('[data-action="release"]');
+  await page2.locator("#detail-banner", { hasText: "Could not release this item: it is claimed by another expert" }).waitFor();
+  console.log(`  409 explanation: ${await page2.textContent("#detail-banner")}`);
+});
+
+test("keyboard only: move, open, claim, edit, release, snooze, reopen, resolve", async () => {
+  tag.alan = nonce();
+  await customerWrites("email", `How do I reset my password? [${tag.alan}]`, "Alan Turing");
+  await page1.keyboard.press("Escape");
+  await page1.waitForFunction(() => location.hash === "#/queue");
+  await row(page1, tag.alan).waitFor({ timeout: 20_000 });
+  // The list has the focus, visibly.
+  assert.equal(await page1.evaluate(() => document.activeElement?.getAttribute("role")), "listbox");
+  await page1.keyboard.press("End");
+  await page1.keyboard.press("k");
+  await page1.keyboard.press("j");
+  assert.ok(await page1.evaluate(() => {
+    const el = document.activeElement;
+    return el.matches(":focus-visible") && getComputedStyle(el).outlineStyle !== "none";
+  }), "visible focus on the list");
+  assert.match(await page1.locator('.vrow[aria-selected="true"]').textContent(), new RegExp(tag.alan));
+  await page1.keyboard.press("Enter");
+  await page1.locator("#detail-title", { hasText: "Alan Turing" }).waitFor();
+  await waitFor("the draft", async () => (await page1.inputValue("#composer")).length > 0);
+  await page1.keyboard.press("c");
+  await page1.locator("#detail-status", { hasText: "Claimed" }).waitFor();
+  await page1.keyboard.press("e");
+  assert.equal(await page1.evaluate(() => document.activeElement?.id), "composer");
+  const reply = `Use "Forgot password" on the sign-in page. [${tag.alan}]`;
+  await page1.keyboard.press("Control+A");
+  await page1.keyboard.type(reply);
+  await page1.keyboard.press("Control+Enter");
+  await page1.locator("#detail-status", { hasText: "Awaiting customer" }).waitFor();
+  await waitFor("the fake Resend API to receive the email", async () =>
+    (await providerCalls("email")).some((c) => c.text === reply && c.idempotency_key),
+  );
+  await page1.keyboard.press("s");
+  assert.equal(await page1.evaluate(() => document.activeElement?.id), "snooze-until");
+  await page1.keyboard.press("Enter");
+  await page1.locator("#detail-status", { hasText: "Snoozed" }).waitFor();
+  await page1.keyboard.press("o");
+  await page1.locator("#detail-status", { hasText: "Pending" }).waitFor();
+  await page1.keyboard.press("x");
+  await page1.locator("#detail-status", { hasText: "Resolved" }).waitFor();
+});
+
+test("a refused session goes back to the login screen with the reason; log out", async () => {
+  const page = await newPage("expired");
+  await page.goto(`${LB}/`);
+  await page.evaluate((org) => {
+    localStorage.setItem(
+      "switchboard.session",
+      JSON.stringify({
+        token: "not.a.valid-token",
+        expiresAt: new Date(Date.now() + 3600_000).toISOString(),
+        user: { id: "00000000-0000-0000-0000-000000000000", email: "ghost@browser.test", display_name: null },
+        orgs: [{ org_id: org, role: "expert" }],
+        orgId: org,
+      }),
+    );
+  }, ORG);
+  await page.reload();
+  await page.locator("#login-reason").waitFor({ timeout: 10_000 });
+  assert.match(await page.textContent("#login-reason"), /session|refused/i);
+  await logIn(page, LB, "expert1@browser.test");
+  await page.click("#logout");
+  await page.locator("#login-reason", { hasText: "logged out" }).waitFor();
+  await scan(page, "login screen");
+  await page.context().close();
+  pages.delete("expired");
+});
+
+test("admin screens: connections (create, webhook URL, delete), dead letters, inbound events", async () => {
+  const page = await newPage("admin@lb");
+  await logIn(page, LB, "admin@browser.test");
+  await page.click('nav a[data-page="admin/connections"]');
+  await page.locator("table.grid tbody tr").first().waitFor();
+  assert.ok((await page.locator("table.grid tbody tr").count()) >= 4);
+  await page.selectOption("#conn-channel", "telegram");
+  await page.fill("#conn-name", "added-in-browser");
+  await page.fill("#secret-bot_token", "8:added");
+  await page.fill("#secret-secret_token", "added-secret-token");
+  await page.click('form.admin-form button[type="submit"]');
+  const url = await page.locator(".created code.webhook").textContent();
+  assert.match(url, /\/webhooks\/telegram\/[0-9a-f-]{36}$/);
+  const added = page.locator("tr", { hasText: "added-in-browser" });
+  await added.waitFor();
+  await scan(page, "admin: connections");
+  await added.locator("button.danger").click();
+  await added.locator("button.danger", { hasText: "Confirm delete" }).click();
+  await added.waitFor({ state: "detached" });
+  await page.click('nav a[data-page="admin/dead-letters"]');
+  await page.locator(".status-line").filter({ hasText: /dead letter|does not offer/ }).waitFor();
+  console.log(`  dead letters: ${await page.textContent(".status-line")}`);
+  await scan(page, "admin: dead letters");
+  await page.click('nav a[data-page="admin/inbound"]');
+  await page.selectOption("#ib-status", "");
+  await page.locator(".status-line").filter({ hasText: /event|does not offer/ }).waitFor();
+  console.log(`  inbound events: ${await page.textContent(".status-line")}`);
+  if ((await page.locator("table.grid tbody tr").count()) > 0) {
+    await page.locator("table.grid tbody tr").first().locator("button", { hasText: "Inspect" }).click();
+    await page.locator("pre.payload").waitFor();
+  }
+  await scan(page, "admin: inbound events");
+  await page.context().close();
+  pages.delete("admin@lb");
+});
+
+test("screenshots of the queue and of a conversation", async () => {
+  // A few more customers, one of them with a failing agent (a flagged fallback draft).
+  tag.more = nonce();
+  await customerWrites("whatsapp", `Do you ship to Canada? #fail [${tag.more}]`, "Katherine Johnson");
+  await customerWrites("telegram", `Hello! What does the pro plan cost? [${tag.more}]`, "Dennis Ritchie");
+  await customerWrites("email", `The invoice for March is missing [${tag.more}]`, "Barbara Liskov");
+  await customerWrites("slack", `hey, the app logs me out every hour [${tag.more}]`, "Ada Lovelace");
+  await page1.keyboard.press("Escape");
+  await page1.click('.tab[data-tab="open"]');
+  await waitFor("the new rows", async () => (await row(page1, tag.more).count()) === 4, { timeout: 30_000 });
+  const fallback = row(page1, "Do you ship to Canada");
+  await fallback.locator(".flag").waitFor();
+  await page1.mouse.move(0, 0);
+  await page1.screenshot({ path: join(ARTIFACTS, "console-queue.png") });
+  await row(page1, tag.grace).click();
+  await page1.locator(".msg.out").first().waitFor();
+  await page1.screenshot({ path: join(ARTIFACTS, "console-conversation.png") });
+  await fallback.click();
+  await page1.locator("#draft-fallback").waitFor();
+  await page1.screenshot({ path: join(ARTIFACTS, "console-fallback-draft.png") });
+  await scan(page1, "queue with a conversation open");
+});
+
+test(`${LOAD_ITEMS} items: the first screen is quick, only visible rows are rendered, scrolling is smooth`, async () => {
+  // Seeded here rather than in the background: the pods have two cores to share.
+  await seedBacklog();
+  const page = await newPage("load-expert@lb");
+  await page.goto(`${LB}/`);
+  await page.fill("#login-email", "load-expert@browser.test");
+  await page.fill("#login-password", PASSWORD);
+  const start = Date.now();
+  await page.click('button[type="submit"]');
+  await page.locator(".vrow").first().waitFor({ timeout: 10_000 });
+  const firstRows = Date.now() - start;
+  timings[`${LOAD_ITEMS} items: log in → first rows on screen`] = firstRows;
+  assert.ok(firstRows < 1000, `first rows after ${firstRows} ms`);
+  await page.locator('.tab[data-tab="pending"] .count', { hasText: new RegExp(`^${LOAD_ITEMS}$`) }).waitFor({ timeout: 30_000 });
+  timings[`${LOAD_ITEMS} items: log in → all counted`] = Date.now() - start;
+  const rendered = await page.locator(".vrow").count();
+  assert.ok(rendered < 60, `${rendered} rows in the DOM`);
+  const scroll = await page.evaluate(async () => {
+    const list = document.querySelector(".vlist");
+    const deltas = [];
+    let maxRows = 0;
+    let last = performance.now();
+    while (list.scrollTop + list.clientHeight < list.scrollHeight - 1) {
+      list.scrollTop += 900;
+      await new Promise((r) => requestAnimationFrame(() => r()));
+      const now = performance.now();
+      deltas.push(now - last);
+      last = now;
+      maxRows = Math.max(maxRows, list.querySelectorAll(".vrow").length);
+    }
+    deltas.sort((a, b) => a - b);
+    return {
+      frames: deltas.length,
+      p50: Math.round(deltas[Math.floor(deltas.length / 2)]),
+      p95: Math.round(deltas[Math.floor(deltas.length * 0.95)]),
+      max: Math.round(deltas[deltas.length - 1]),
+      maxRows,
+    };
+  });
+  timings[`${LOAD_ITEMS} items: scroll top→bottom`] = `${scroll.frames} frames, frame p50 ${scroll.p50} / p95 ${scroll.p95} / max ${scroll.max} ms, at most ${scroll.maxRows} rows in the DOM`;
+  assert.ok(scroll.maxRows < 60, `${scroll.maxRows} rows rendered while scrolling`);
+  assert.ok(scroll.p95 < 100, `frame p95 ${scroll.p95} ms`);
+  await page.locator(".vlist").focus();
+  await page.keyboard.press("End");
+  await page.locator(`.vrow[aria-posinset="${LOAD_ITEMS}"][aria-selected="true"]`).waitFor();
+  await page.keyboard.press("Home");
+  await page.locator('.vrow[aria-posinset="1"][aria-selected="true"]').waitFor();
+  await page.context().close();
+  pages.delete("load-expert@lb");
+});
+
+test("kill the pod the console is connected to: it shows the loss, reconnects through the LB and catches up", async () => {
+  await page1.context().close();
+  pages.delete("expert1@pod-1");
+  // page2 (through the load balancer) is now the only console.
+  const on = await waitFor("one socket on exactly one pod", async () => {
+    const [a, b] = [await socketsOn(1), await socketsOn(2)];
+    return a + b === 1 ? (a === 1 ? 1 : 2) : null;
+  });
+  const other = on === 1 ? 2 : 1;
+  console.log(`  the console's socket is on pod-${on}; killing it, pod-${other} held out of the LB meanwhile`);
+  const token = await login("expert2@browser.test", POD[other]);
+  const before = (await api(POD[other], "GET", `/events?org_id=${ORG}&after=0&limit=1`, { token })).body.latest_seq;
+  await haproxy(`set server pods/pod-${other} state maint`);
+  const killedAt = Date.now();
+  process.kill(podPid(on), "SIGKILL");
+  await page2.locator('#link-state[data-state="reconnecting"]').waitFor({ timeout: 10_000 });
+  timings["kill -9 → indicator shows the loss"] = Date.now() - killedAt;
+  assert.match(await page2.textContent("#link-state"), /Connection lost/);
+  // An event while the console is cut off: a customer writes, straight to the surviving pod.
+  tag.ken = nonce();
+  await customerWrites("telegram", `Are you still there? [${tag.ken}]`, "Ken Thompson", `pod-${other}`);
+  await waitFor("the new item's events in the log", async () => {
+    const r = await api(POD[other], "GET", `/events?org_id=${ORG}&after=${before}&limit=100`, { token });
+    return r.body.events.some((e) => e.event === "queue_item_created");
+  });
+  assert.equal(await page2.getAttribute("#link-state", "data-state"), "reconnecting", "still cut off");
+  assert.equal(await row(page2, tag.ken).count(), 0, "not on screen yet");
+  const back = Date.now();
+  await haproxy(`set server pods/pod-${other} state ready`);
+  await page2.locator('#link-state[data-state="live"]').waitFor({ timeout: 20_000 });
+  timings["LB back → reconnected and caught up"] = Date.now() - back;
+  const caught = Number(await page2.getAttribute("#link-state", "data-caught-up"));
+  assert.ok(caught >= 1, `caught up ${caught} events`);
+  await row(page2, tag.ken).waitFor({ timeout: 10_000 });
+  console.log(`  caught up ${caught} missed event(s); "${tag.ken}" is on screen`);
+  await page2.screenshot({ path: join(ARTIFACTS, "console-after-reconnect.png") });
+  await startPod(on);
+  await waitFor(`pod-${on} back`, async () => (await fetch(`${POD[on]}/ready`).catch(() => ({ ok: false }))).ok, { timeout: 60_000 });
+});
+
+test("axe-core: no serious or critical accessibility violations; no script errors or CSP violations", async () => {
+  await scan(page2, "queue and conversation (second console)");
+  assert.deepEqual(axeFindings, [], `accessibility:\n${axeFindings.join("\n")}`);
+  assert.deepEqual(problems, [], `script errors / CSP:\n${problems.join("\n")}`);
+});
+
+const failed = await run({
+  onFailure: async (name) => {
+    const safe = name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60);
+    for (const [label, page] of pages) {
+      if (!page.isClosed()) await page.screenshot({ path: join(ARTIFACTS, `failed-${safe}-${label.replace(/[^a-z0-9]+/gi, "_")}.png`) }).catch(() => {});
+    }
+  },
+});
+await browser.close();
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,120 @@
+// The REST client: bearer token, JSON errors `{code, message}`, and Idempotency-Keys that
+// make a double click or a retried request land once.
+
+import type { CurrentState } from "./types";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly current: CurrentState | null = null,
+  ) {
+    super(message);
+  }
+}
+
+interface Options {
+  body?: unknown;
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+let token: string | null = null;
+let onUnauthorized: (reason: string) => void = () => {};
+
+export function setToken(value: string | null): void {
+  token = value;
+}
+
+/** Called once with the server's reason when a request is refused for the session. */
+export function whenUnauthorized(fn: (reason: string) => void): void {
+  onUnauthorized = fn;
+}
+
+export async function api<T>(method: string, path: string, opts: Options = {}): Promise<T> {
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (opts.body !== undefined) headers["content-type"] = "application/json";
+  if (opts.idempotencyKey) headers["idempotency-key"] = opts.idempotencyKey;
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+    signal: opts.signal,
+    cache: "no-store",
+  });
+  if (response.status === 204) return undefined as T;
+  const text = await response.text();
+  let data: unknown = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const body = (data ?? {}) as { code?: string; message?: string; current?: CurrentState };
+    const error = new ApiError(
+      response.status,
+      body.code ?? `http_${response.status}`,
+      body.message ?? response.statusText ?? "request failed",
+      body.current ?? null,
+    );
+    if (response.status === 401 && token && !path.startsWith("/auth/login")) {
+      onUnauthorized(error.message);
+    }
+    throw error;
+  }
+  return data as T;
+}
+
+/** A v4 UUID; `crypto.randomUUID` exists only in secure contexts (https or localhost). */
+export function uuid(): string {
+  if (typeof crypto.randomUUID === "function" && isSecureContext) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+// One key per intent (this item, this action, at this version, with this body): asking
+// twice for the same thing reuses the key, so the server answers the repeat with the first
+// answer instead of acting again. A different intent gets a fresh key.
+const keys = new Map<string, string>();
+
+function keyFor(intent: string): string {
+  let key = keys.get(intent);
+  if (!key) {
+    key = uuid();
+    keys.set(intent, key);
+    if (keys.size > 500) keys.delete(keys.keys().next().value as string);
+  }
+  return key;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A POST that changes something. The same intent always carries the same Idempotency-Key;
+ * a network failure or `idempotency_in_progress` (the first request is still running on
+ * some pod) is retried with it, so the action happens at most once whatever the retries.
+ */
+export async function act<T>(path: string, intent: string, body?: unknown): Promise<T> {
+  const idempotencyKey = keyFor(`${path}|${intent}|${JSON.stringify(body ?? null)}`);
+  let lastError: unknown = null;
+  for (let attempt = 0; attempt < 8; attempt++) {
+    try {
+      return await api<T>("POST", path, { body: body ?? {}, idempotencyKey });
+    } catch (e) {
+      lastError = e;
+      const retry =
+        (e instanceof ApiError && e.code === "idempotency_in_progress") ||
+        (e instanceof ApiError && e.status >= 502 && e.status <= 504) ||
+        e instanceof TypeError; // fetch: network failure, the request may or may not have landed
+      if (!retry) throw e;
+      await sleep(Math.min(250 * 2 ** attempt, 2000));
+    }
+  }
+  throw lastError;
+}

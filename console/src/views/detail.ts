@@ -1,0 +1,501 @@
+// One queue item with its conversation: the history (older pages on scroll), the agent's
+// draft in an editable composer, and the expert's actions. Every action carries an
+// Idempotency-Key (see api.ts `act`), and its button is disabled while it runs, so a double
+// click sends once. A 409 says who holds the item or what state it is in now, and the item
+// is refreshed.
+
+import { ApiError, act, api } from "../api";
+import { h, mount } from "../dom";
+import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, shortId } from "../format";
+import type { QueueStore } from "../store";
+import type { ActionAnswer, Conversation, CurrentState, Item, Message } from "../types";
+
+const PAGE = 30;
+
+export type ActionName = "claim" | "unclaim" | "release" | "respond" | "snooze" | "resolve" | "reopen";
+
+const VERB: Record<ActionName, string> = {
+  claim: "claim",
+  unclaim: "unclaim",
+  release: "release",
+  respond: "send a reply to",
+  snooze: "snooze",
+  resolve: "resolve",
+  reopen: "reopen",
+};
+
+export interface DetailPane {
+  el: HTMLElement;
+  itemId: string;
+  run(action: ActionName): void;
+  focusComposer(): void;
+  focusSnooze(): void;
+  onEvent(event: string, data: Record<string, unknown>): void;
+  dispose(): void;
+}
+
+/** Why an action was refused, in words, from the 409's `current` state. */
+export function explainConflict(action: ActionName, current: CurrentState | null, me: string, message: string): string {
+  if (!current) return `Could not ${VERB[action]} this item: ${message}.`;
+  if (current.status === "claimed" && current.claimed_by && current.claimed_by !== me) {
+    return `Could not ${VERB[action]} this item: it is claimed by another expert (user ${shortId(current.claimed_by)}). The item has been refreshed.`;
+  }
+  const holder = current.status === "claimed" && current.claimed_by === me ? " by you" : "";
+  return `Could not ${VERB[action]} this item: it is ${STATUS_LABEL[current.status].toLowerCase()}${holder} now (version ${current.version}). The item has been refreshed.`;
+}
+
+export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: boolean; back(): void }): DetailPane {
+  const me = store.me;
+  let item: Item | undefined = store.get(itemId);
+  let conversation: Omit<Conversation, "messages" | "next_before"> | null = null;
+  const messages = new Map<string, Message>();
+  let nextBefore: string | null = null;
+  let loadingOlder = false;
+  let busy: ActionName | null = null;
+  let mode: "draft" | "own" = "draft";
+  let dirty = false;
+  let lastDraft: string | null = null;
+  let disposed = false;
+
+  const header = h("header", { class: "detail-header" });
+  const banner = h("div", { class: "banner", role: "alert", id: "detail-banner", hidden: true });
+  const olderButton = h("button", {
+    type: "button",
+    class: "link older",
+    text: "Load older messages",
+    on: { click: () => void loadOlder() },
+  });
+  const messageList = h("ol", { class: "messages", "aria-label": "Messages, oldest first" });
+  const history = h(
+    "div",
+    { class: "history", tabIndex: 0, role: "region", "aria-label": "Conversation history" },
+    olderButton,
+    messageList,
+  );
+  const draftInfo = h("div", { class: "draft-info", id: "draft-info" });
+  const composer = h("textarea", {
+    id: "composer",
+    rows: 5,
+    "aria-describedby": "draft-info",
+    on: {
+      input: () => {
+        dirty = true;
+        renderActions();
+      },
+      keydown: (e) => {
+        const k = e as KeyboardEvent;
+        if (k.key === "Enter" && (k.ctrlKey || k.metaKey)) {
+          e.preventDefault();
+          run(mode === "own" ? "respond" : "release");
+        } else if (k.key === "Escape") {
+          e.preventDefault();
+          composer.blur();
+        }
+      },
+    },
+  });
+  const composerLabel = h("label", { for: "composer", id: "composer-label" });
+  const actions = h("div", { class: "actions", role: "group", "aria-label": "Actions" });
+  const snoozeInput = h("input", { type: "datetime-local", id: "snooze-until" });
+  const snoozeRow = h(
+    "div",
+    { class: "snooze" },
+    h("label", { for: "snooze-until", text: "Snooze until" }),
+    snoozeInput,
+  );
+  const composeBox = h("div", { class: "compose" }, composerLabel, draftInfo, composer, actions, snoozeRow);
+  const el = h("section", { class: "detail", "aria-label": "Conversation", "data-item": itemId }, header, banner, history, composeBox);
+
+  const observer = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) void loadOlder();
+  });
+  observer.observe(olderButton);
+
+  const unsubscribe = store.subscribe(() => {
+    const fresh = store.get(itemId);
+    if (fresh && (!item || fresh.version !== item.version || fresh.updated_at !== item.updated_at)) {
+      item = fresh;
+      render();
+    }
+  });
+
+  function say(text: string | null, kind: "error" | "info" = "error"): void {
+    banner.hidden = !text;
+    banner.className = `banner banner-${kind}`;
+    banner.textContent = text ?? "";
+  }
+
+  function renderHeader(): void {
+    if (!item) {
+      mount(header, h("h2", { text: "Loading…" }));
+      return;
+    }
+    const name = item.customer.display_name || item.customer.external_id;
+    const holder = item.claimed_by ? (item.claimed_by === me ? "you" : `another expert (user ${shortId(item.claimed_by)})`) : null;
+    const sla = item.sla_due_at ? Date.parse(item.sla_due_at) - Date.now() : null;
+    mount(
+      header,
+      h(
+        "div",
+        { class: "detail-title" },
+        h("button", { type: "button", class: "link back", text: "← Queue", "aria-keyshortcuts": "Escape", on: { click: opts.back } }),
+        h("h2", { id: "detail-title" }, h("span", { class: `chan chan-${item.channel}`, text: CHANNEL_LABEL[item.channel] }), " ", name),
+      ),
+      h(
+        "dl",
+        { class: "facts" },
+        h("dt", { text: "Status" }),
+        h("dd", {}, h("span", { class: `chip chip-${item.status}`, id: "detail-status", text: STATUS_LABEL[item.status] })),
+        h("dt", { text: "Customer" }),
+        h("dd", { text: item.customer.external_id }),
+        h("dt", { text: "Waiting" }),
+        h("dd", { text: ago(item.created_at) }),
+        holder ? h("dt", { text: "Held by" }) : null,
+        holder ? h("dd", { id: "detail-holder", text: holder }) : null,
+        sla !== null ? h("dt", { text: "SLA" }) : null,
+        sla !== null
+          ? h("dd", { class: sla < 0 ? "overdue" : "", text: sla < 0 ? `overdue by ${duration(-sla)}` : `due in ${duration(sla)}` })
+          : null,
+        item.snoozed_until ? h("dt", { text: "Snoozed until" }) : null,
+        item.snoozed_until ? h("dd", { text: clock(item.snoozed_until) }) : null,
+      ),
+    );
+  }
+
+  function renderComposer(): void {
+    if (!item) return;
+    const draft = item.draft;
+    const name = item.customer.display_name || item.customer.external_id;
+    composerLabel.textContent = mode === "own" ? `Your reply to ${name}` : `Reply to ${name} (agent draft, editable)`;
+    if (mode === "draft") {
+      if (draft && draft.fallback) {
+        mount(
+          draftInfo,
+          h("strong", { class: "fallback", id: "draft-fallback", text: "Fallback draft" }),
+          " — the agent did not answer, so this is the stored fallback text. Check it before sending.",
+        );
+      } else if (draft) {
+        mount(draftInfo, h("span", { text: `Agent draft · confidence ${percent(draft.confidence)}` }));
+      } else {
+        mount(draftInfo, h("span", { text: "No draft for this item yet: write the reply yourself." }));
+      }
+      // A new draft replaces the text unless the expert has started editing.
+      const text = draft?.text ?? "";
+      if (!dirty && text !== lastDraft) composer.value = text;
+      lastDraft = text;
+    } else {
+      mount(draftInfo, h("span", { text: "Written by you; the agent's draft is not used." }));
+    }
+  }
+
+  function button(action: ActionName, label: string, keys: string, enabled: boolean, primary = false): HTMLButtonElement {
+    return h("button", {
+      type: "button",
+      class: primary ? "primary" : "",
+      "data-action": action,
+      "aria-keyshortcuts": keys,
+      disabled: !enabled || busy !== null,
+      text: busy === action ? `${label}…` : label,
+      on: { click: () => run(action) },
+    });
+  }
+
+  function renderActions(): void {
+    if (!item) {
+      actions.replaceChildren();
+      return;
+    }
+    const s = item.status;
+    const open = s === "pending" || s === "claimed";
+    const mine = item.claimed_by === me;
+    const text = composer.value.trim();
+    const edited = mode === "draft" && item.draft !== null && composer.value !== item.draft.text;
+    const sendLabel = mode === "own" ? "Send reply" : edited ? "Release edited" : "Release";
+    mount(
+      actions,
+      s === "claimed" && mine ? button("unclaim", "Unclaim", "U", true) : button("claim", "Claim", "C", s === "pending" || (s === "claimed" && !mine)),
+      mode === "own"
+        ? button("respond", sendLabel, "Control+Enter", open && text.length > 0, true)
+        : button("release", sendLabel, "Control+Enter", open && (text.length > 0 || item.draft !== null), true),
+      h("button", {
+        type: "button",
+        class: "link",
+        "data-action": "mode",
+        disabled: !open,
+        text: mode === "own" ? "Use the agent's draft" : "Write my own reply",
+        on: {
+          click: () => {
+            mode = mode === "own" ? "draft" : "own";
+            dirty = mode === "own";
+            composer.value = mode === "own" ? "" : (item?.draft?.text ?? "");
+            lastDraft = item?.draft?.text ?? null;
+            render();
+            composer.focus();
+          },
+        },
+      }),
+      h("span", { class: "spacer" }),
+      button("snooze", "Snooze", "S", s === "pending" || s === "claimed" || s === "awaiting_client"),
+      button("resolve", "Resolve", "X", s !== "resolved"),
+      button("reopen", "Reopen", "O", s === "awaiting_client" || s === "snoozed" || s === "resolved"),
+    );
+    composer.disabled = !open || busy !== null;
+  }
+
+  function messageView(m: Message): HTMLElement {
+    const outbound = m.direction !== "inbound";
+    const who =
+      m.author === "customer"
+        ? (conversation?.customer.display_name ?? item?.customer.display_name ?? "Customer")
+        : m.author === "agent"
+          ? "Agent draft, released"
+          : m.author_user_id === me
+            ? "You"
+            : "Expert";
+    const status = m.delivery?.status;
+    return h(
+      "li",
+      { class: `msg ${outbound ? "out" : "in"}`, "data-message": m.id, "data-delivery": status ?? "" },
+      h("div", { class: "msg-meta" }, h("span", { class: "who", text: who }), h("time", { datetime: m.created_at, text: clock(m.created_at) })),
+      h("p", { class: "msg-body", text: m.body }),
+      status
+        ? h(
+            "p",
+            { class: `delivery delivery-${status}`, title: m.delivery?.error ?? "" },
+            h("span", { class: "visually-hidden", text: "Delivery: " }),
+            DELIVERY_LABEL[status] ?? status,
+            m.delivery?.error ? `: ${m.delivery.error}` : "",
+          )
+        : null,
+    );
+  }
+
+  function renderMessages(): void {
+    const nearBottom = history.scrollHeight - history.scrollTop - history.clientHeight < 80;
+    const sorted = [...messages.values()].sort((a, b) =>
+      a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1,
+    );
+    mount(messageList, sorted.map(messageView));
+    olderButton.hidden = !nextBefore;
+    if (nearBottom) history.scrollTop = history.scrollHeight;
+  }
+
+  function render(): void {
+    if (disposed) return;
+    renderHeader();
+    renderComposer();
+    renderActions();
+  }
+
+  async function loadConversation(): Promise<void> {
+    if (!item) {
+      try {
+        item = await api<Item>("GET", `/expert-queue/${itemId}`);
+        store.upsert(item);
+      } catch (e) {
+        say(`Could not load this item: ${(e as Error).message}`);
+        return;
+      }
+    }
+    render();
+    try {
+      const c = await api<Conversation>("GET", `/conversations/${item.conversation_id}?limit=${PAGE}`);
+      if (disposed) return;
+      const { messages: page, next_before, ...meta } = c;
+      conversation = meta;
+      for (const m of page) messages.set(m.id, m);
+      if (nextBefore === null && messages.size === page.length) nextBefore = next_before;
+      if (c.queue_item && c.queue_item.id === itemId) store.upsert(c.queue_item);
+      renderMessages();
+      history.scrollTop = history.scrollHeight;
+    } catch (e) {
+      say(`Could not load the conversation: ${(e as Error).message}`);
+    }
+  }
+
+  async function refreshNewest(): Promise<void> {
+    if (!item) return;
+    try {
+      const c = await api<Conversation>("GET", `/conversations/${item.conversation_id}?limit=${PAGE}`);
+      if (disposed) return;
+      for (const m of c.messages) messages.set(m.id, m);
+      renderMessages();
+    } catch {
+      // The next event or a reload will bring it.
+    }
+  }
+
+  async function loadOlder(): Promise<void> {
+    if (!item || !nextBefore || loadingOlder) return;
+    loadingOlder = true;
+    try {
+      const c = await api<Conversation>("GET", `/conversations/${item.conversation_id}?limit=${PAGE}&before=${nextBefore}`);
+      if (disposed) return;
+      const before = history.scrollHeight;
+      for (const m of c.messages) messages.set(m.id, m);
+      nextBefore = c.next_before;
+      renderMessages();
+      // Keep what the expert was reading where it was.
+      history.scrollTop += history.scrollHeight - before;
+    } catch (e) {
+      say(`Could not load older messages: ${(e as Error).message}`);
+    } finally {
+      loadingOlder = false;
+    }
+  }
+
+  function run(action: ActionName): void {
+    if (!item || busy) return;
+    const current = item;
+    let body: Record<string, unknown> | undefined;
+    if (action === "release") {
+      const text = composer.value;
+      if (!current.draft && !text.trim()) {
+        say("There is no draft: write a reply first.");
+        return;
+      }
+      body = current.draft && text === current.draft.text ? {} : { body: text };
+    } else if (action === "respond") {
+      if (!composer.value.trim()) {
+        say("Write a reply first.");
+        return;
+      }
+      body = { body: composer.value };
+    } else if (action === "snooze") {
+      if (!snoozeInput.value) {
+        const later = new Date(Date.now() + 60 * 60 * 1000);
+        snoozeInput.value = localInput(later);
+        snoozeInput.focus();
+        say("Choose until when, then press Snooze again (one hour from now is filled in).", "info");
+        return;
+      }
+      const until = new Date(snoozeInput.value);
+      if (!(until.getTime() > Date.now())) {
+        say("Choose a time in the future.");
+        snoozeInput.focus();
+        return;
+      }
+      body = { until: until.toISOString() };
+    }
+    busy = action;
+    say(null);
+    renderActions();
+    void (async () => {
+      try {
+        const answer = await act<ActionAnswer>(`/expert-queue/${current.id}/${action}`, `v${current.version}`, body);
+        item = answer.item;
+        store.upsert(answer.item);
+        const message = answer.message as { id: string; author: string; body: string; created_at: string; delivery_status?: string } | undefined;
+        if (message?.id) {
+          messages.set(message.id, {
+            id: message.id,
+            direction: "outbound",
+            author: message.author,
+            author_user_id: me,
+            body: message.body,
+            created_at: message.created_at,
+            delivery: messages.get(message.id)?.delivery ?? {
+              status: message.delivery_status ?? "queued",
+              provider_message_id: null,
+              delivered_at: null,
+              error: null,
+            },
+          });
+          renderMessages();
+          history.scrollTop = history.scrollHeight;
+        }
+        if (action === "release" || action === "respond") {
+          mode = "draft";
+          dirty = false;
+          composer.value = "";
+          lastDraft = null;
+        }
+        if (action === "snooze") snoozeInput.value = "";
+        say(done(action, answer.item), "info");
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 409) {
+          say(explainConflict(action, e.current, me, e.message));
+          try {
+            const fresh = await api<Item>("GET", `/expert-queue/${current.id}`);
+            item = fresh;
+            store.upsert(fresh);
+          } catch {
+            store.refetch(current.id);
+          }
+        } else if (e instanceof ApiError && e.status === 403) {
+          say(`You may not ${VERB[action]} this item (${e.message}).`);
+        } else if (e instanceof ApiError) {
+          say(`Could not ${VERB[action]} this item: ${e.message}.`);
+        } else {
+          say(`Could not ${VERB[action]} this item: the server did not answer. Nothing was sent twice; try again.`);
+        }
+      } finally {
+        busy = null;
+        render();
+      }
+    })();
+  }
+
+  function done(action: ActionName, fresh: Item): string {
+    switch (action) {
+      case "claim":
+        return "Claimed: the item is yours.";
+      case "release":
+      case "respond":
+        return "Reply queued for delivery.";
+      case "snooze":
+        return `Snoozed until ${clock(fresh.snoozed_until)}.`;
+      default:
+        return `${STATUS_LABEL[fresh.status]}.`;
+    }
+  }
+
+  function onEvent(event: string, data: Record<string, unknown>): void {
+    if (!item || data.conversation_id !== item.conversation_id) return;
+    if (event === "message_created") {
+      void refreshNewest();
+    } else if (event === "agent_message_sent") {
+      const m = data.message as { id: string; author: string; body: string; delivery_status: string | null; created_at: string };
+      const known = messages.get(m.id);
+      messages.set(m.id, {
+        id: m.id,
+        direction: "outbound",
+        author: m.author,
+        author_user_id: known?.author_user_id ?? null,
+        body: m.body,
+        created_at: m.created_at,
+        delivery: known?.delivery ?? { status: m.delivery_status ?? "queued", provider_message_id: null, delivered_at: null, error: null },
+      });
+      renderMessages();
+    } else if (event === "message_status_updated") {
+      const known = messages.get(String(data.message_id));
+      if (known) {
+        known.delivery = {
+          ...(known.delivery ?? { provider_message_id: null, delivered_at: null, error: null, status: "" }),
+          status: String(data.delivery_status),
+          error: (data.error as string | null) ?? null,
+        };
+        renderMessages();
+      } else {
+        void refreshNewest();
+      }
+    }
+  }
+
+  render();
+  void loadConversation();
+
+  return {
+    el,
+    itemId,
+    run,
+    focusComposer: () => composer.focus(),
+    focusSnooze: () => snoozeInput.focus(),
+    onEvent,
+    dispose: () => {
+      disposed = true;
+      observer.disconnect();
+      unsubscribe();
+    },
+  };
+}

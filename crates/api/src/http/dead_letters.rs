@@ -1,0 +1,191 @@
+//! Dead letters for org admins: replies whose delivery failed for good, and a retry.
+//! Experts and other orgs' admins get 403; every retry is audited with its request id.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{Json, Path, Query, RequestId};
+use crate::http::pagination;
+use crate::state::AppState;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use switchboard_domain::ChannelKind;
+use switchboard_flows::dispatch::dead_letters::{after_retry, retry_now};
+use switchboard_store::audit::{self, Actor};
+use switchboard_store::dead_letters::{self, DeadLetter, Filter};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+/// Routes of this module.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(retry))
+}
+
+/// A reply whose delivery failed for good.
+#[derive(Debug, Serialize, ToSchema)]
+struct DeadLetterView {
+    id: Uuid,
+    org_id: Uuid,
+    outbox_id: Uuid,
+    /// The outbound message (its delivery status is on it in `GET /conversations/{id}`).
+    message_id: Uuid,
+    conversation_id: Uuid,
+    channel: ChannelKind,
+    /// `queued` (a retry will follow), `retrying`, `dead` or `resolved`.
+    status: String,
+    /// The provider's last refusal, without secrets.
+    error: String,
+    /// The provider's last HTTP status, when it answered.
+    provider_status: Option<i32>,
+    /// Failed provider attempts so far.
+    attempts: i32,
+    /// Dead-letter retries so far (5 make it `dead`).
+    retries: i32,
+    next_attempt_at: DateTime<Utc>,
+    /// When the `dead` alert was raised.
+    alerted_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<DeadLetter> for DeadLetterView {
+    fn from(d: DeadLetter) -> Self {
+        DeadLetterView {
+            id: d.id,
+            org_id: d.org_id,
+            outbox_id: d.outbox_id,
+            message_id: d.message_id,
+            conversation_id: d.conversation_id,
+            channel: d.channel,
+            status: d.status,
+            error: d.error,
+            provider_status: d.provider_status,
+            attempts: d.attempts,
+            retries: d.retries,
+            next_attempt_at: d.next_attempt_at,
+            alerted_at: d.alerted_at,
+            created_at: d.created_at,
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    /// One org the caller administers; all of them when absent.
+    org_id: Option<Uuid>,
+    /// `queued`, `retrying`, `dead` or `resolved`.
+    status: Option<String>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct ListResponse {
+    items: Vec<DeadLetterView>,
+    next_cursor: Option<String>,
+}
+
+/// The orgs the caller may see dead letters of: `org_id` if they administer it, else
+/// every org they administer; 403 when that is none.
+fn admin_scope(caller: &Caller, org_id: Option<Uuid>) -> ApiResult<Vec<Uuid>> {
+    let orgs = match org_id {
+        Some(org) => {
+            caller.require_admin(org)?;
+            vec![org]
+        }
+        None => caller.admin_orgs(),
+    };
+    if orgs.is_empty() {
+        return Err(ApiError::forbidden());
+    }
+    Ok(orgs)
+}
+
+#[utoipa::path(get, path = "/dead-letters", tag = "dead-letters", security(("bearer" = [])), params(ListQuery),
+    description = "Failed deliveries of the orgs the caller administers, newest first",
+    responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of the org", body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<ListResponse>> {
+    let orgs = admin_scope(&caller, q.org_id)?;
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s @ ("queued" | "retrying" | "dead" | "resolved")) => Some(s.to_owned()),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "status must be one of queued, retrying, dead, resolved",
+            ));
+        }
+    };
+    let limit = pagination::limit(q.limit)?;
+    let filter = Filter {
+        orgs,
+        status,
+        after: q.cursor.as_deref().map(pagination::decode).transpose()?,
+        limit: limit + 1,
+    };
+    let rows = dead_letters::list(&state.db, &filter).await?;
+    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.created_at, r.id));
+    Ok(Json(ListResponse {
+        items: rows.into_iter().map(DeadLetterView::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// Hands a `queued` or `dead` row back to the dispatch job now; 409 when it is already
+/// being retried or was resolved.
+#[utoipa::path(post, path = "/dead-letters/{id}/retry", tag = "dead-letters", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    description = "Send a queued or dead reply again now (audited)",
+    responses((status = 200, body = DeadLetterView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of the org", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Already being retried, or resolved", body = ErrorBody)))]
+async fn retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<DeadLetterView>> {
+    let found = dead_letters::get(&state.db, id).await?;
+    let letter = found.ok_or_else(|| ApiError::not_found("dead letter"))?;
+    caller.require_admin(letter.org_id)?;
+    let mut tx = state.db.begin().await.map_err(ApiError::internal)?;
+    let Some(requeued) = retry_now(&mut tx, id).await? else {
+        tx.rollback().await.map_err(ApiError::internal)?;
+        let now = dead_letters::get(&state.db, id).await?;
+        let status = now.map_or(letter.status, |l| l.status);
+        return Err(ApiError::conflict(format!(
+            "the dead letter is {status}; only queued or dead ones can be retried"
+        ))
+        .with_field("current", json!({"status": status})));
+    };
+    let actor = Actor {
+        org_id: Some(letter.org_id),
+        user_id: Some(caller.user_id),
+        request_id: request_id.as_deref(),
+    };
+    let details = json!({"outbox_id": requeued.outbox_id, "previous_status": letter.status});
+    audit::record(
+        &mut *tx,
+        actor,
+        "dead_letter.retry",
+        Some(("dead_letter", id)),
+        details,
+    )
+    .await?;
+    tx.commit().await.map_err(ApiError::internal)?;
+    after_retry(&state.flows, &requeued).await;
+    let updated = dead_letters::get(&state.db, id).await?;
+    Ok(Json(
+        updated
+            .ok_or_else(|| ApiError::not_found("dead letter"))?
+            .into(),
+    ))
+}

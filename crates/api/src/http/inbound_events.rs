@@ -1,0 +1,237 @@
+//! The inbox for org admins: list accepted webhook events by state, inspect one (payload,
+//! attempts, last error, the message it became), and replay one through the same idempotent
+//! `channel-inbound` job (parked events wait for this). Experts and other orgs' admins get
+//! 403; every replay is audited with its request id.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{Json, Path, Query, RequestId};
+use crate::http::pagination;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use switchboard_domain::ChannelKind;
+use switchboard_store::audit::{self, Actor};
+use switchboard_store::inbox_admin::{self, EventFilter, EventRow, EventStatus, Replay};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+/// Routes of this module.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(show))
+        .routes(routes!(replay))
+}
+
+/// An inbox event as the list shows it.
+#[derive(Debug, Serialize, ToSchema)]
+struct EventView {
+    id: Uuid,
+    org_id: Uuid,
+    connection_id: Uuid,
+    channel: ChannelKind,
+    /// The provider's id for the delivery (what retries dedup on).
+    dedup_key: String,
+    /// `pending`, `processing`, `processed` or `parked`.
+    #[schema(value_type = String)]
+    status: EventStatus,
+    /// Failed attempts so far.
+    attempts: i32,
+    last_error: Option<String>,
+    received_at: DateTime<Utc>,
+    /// A failed event is not retried before this.
+    retry_at: Option<DateTime<Utc>>,
+    parked_at: Option<DateTime<Utc>>,
+    processed_at: Option<DateTime<Utc>>,
+}
+
+impl From<EventRow> for EventView {
+    fn from(r: EventRow) -> Self {
+        EventView {
+            id: r.id,
+            org_id: r.org_id,
+            connection_id: r.connection_id,
+            channel: r.channel,
+            dedup_key: r.dedup_key,
+            status: r.status,
+            attempts: r.attempts,
+            last_error: r.last_error,
+            received_at: r.received_at,
+            retry_at: r.retry_at,
+            parked_at: r.parked_at,
+            processed_at: r.processed_at,
+        }
+    }
+}
+
+/// One event with its payload and what it became.
+#[derive(Debug, Serialize, ToSchema)]
+struct EventDetailView {
+    #[serde(flatten)]
+    event: EventView,
+    /// `{"message": …|null, "raw": <the provider's payload>}` as stored.
+    payload: Value,
+    /// The message the event became, once stored.
+    message_id: Option<Uuid>,
+    conversation_id: Option<Uuid>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    /// Default: every org the caller administers.
+    org_id: Option<Uuid>,
+    /// `pending`, `processing`, `processed` or `parked`; default: all.
+    status: Option<String>,
+    channel: Option<String>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct ListResponse {
+    /// Newest first.
+    items: Vec<EventView>,
+    next_cursor: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct ReplayResponse {
+    /// `queued`: the job will run it again.
+    status: String,
+    event_id: Uuid,
+}
+
+#[utoipa::path(get, path = "/inbound-events", tag = "inbound-events", security(("bearer" = [])), params(ListQuery),
+    responses((status = 200, body = ListResponse), (status = 400, description = "Bad cursor", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's events, or not an admin", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<ListResponse>> {
+    let orgs = match q.org_id {
+        Some(org) => {
+            caller.require_admin(org)?;
+            vec![org]
+        }
+        None => caller.admin_orgs(),
+    };
+    if orgs.is_empty() {
+        return Err(ApiError::forbidden());
+    }
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<EventStatus>().map_err(|()| {
+            ApiError::validation("status must be one of pending, processing, processed, parked")
+        })?),
+    };
+    let channel = q
+        .channel
+        .as_deref()
+        .map(|c| {
+            c.parse::<ChannelKind>().map_err(|()| {
+                ApiError::validation("channel must be one of slack, whatsapp, telegram, email")
+            })
+        })
+        .transpose()?;
+    let limit = pagination::limit(q.limit)?;
+    let filter = EventFilter {
+        orgs,
+        status,
+        channel,
+        before: q.cursor.as_deref().map(pagination::decode).transpose()?,
+        limit: limit + 1,
+    };
+    let rows = inbox_admin::list(&state.db, &filter).await?;
+    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.received_at, r.id));
+    Ok(Json(ListResponse {
+        items: rows.into_iter().map(EventView::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// 404 when there is no such event, 403 unless the caller administers its org.
+async fn event_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid> {
+    let org = inbox_admin::org_of(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("inbound event"))?;
+    caller.require_admin(org)?;
+    Ok(org)
+}
+
+#[utoipa::path(get, path = "/inbound-events/{id}", tag = "inbound-events", security(("bearer" = [])),
+    params(("id" = Uuid, Path)),
+    responses((status = 200, body = EventDetailView), (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's event, or not an admin", body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<EventDetailView>> {
+    event_org(&state, &caller, id).await?;
+    let d = inbox_admin::detail(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("inbound event"))?;
+    Ok(Json(EventDetailView {
+        event: d.row.into(),
+        payload: d.payload,
+        message_id: d.message_id,
+        conversation_id: d.conversation_id,
+    }))
+}
+
+#[utoipa::path(post, path = "/inbound-events/{id}/replay", tag = "inbound-events", security(("bearer" = [])),
+    params(("id" = Uuid, Path)),
+    responses((status = 202, description = "Unparked and queued for the job", body = ReplayResponse),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's event, or not an admin", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Already processed: nothing to run again", body = ErrorBody)))]
+async fn replay(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path(id): Path<Uuid>,
+) -> ApiResult<(StatusCode, Json<ReplayResponse>)> {
+    let org = event_org(&state, &caller, id).await?;
+    match inbox_admin::replay(&state.db, id).await? {
+        Replay::Ready => {}
+        Replay::AlreadyProcessed => {
+            return Err(ApiError::conflict(
+                "this event is processed; running its job again would change nothing",
+            ));
+        }
+        Replay::Missing => return Err(ApiError::not_found("inbound event")),
+    }
+    audit::record(
+        &state.db,
+        Actor {
+            org_id: Some(org),
+            user_id: Some(caller.user_id),
+            request_id: request_id.as_deref(),
+        },
+        "inbound_event.replayed",
+        Some(("inbound_event", id)),
+        json!({}),
+    )
+    .await?;
+    // Without Redis the sweeper enqueues it: it is unparked and due now.
+    if let Err(e) = state.inbound.push_events(&[id]).await {
+        tracing::warn!(event_id = %id, error = %e, "replay enqueue failed; the inbox sweeper will pick it up");
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ReplayResponse {
+            status: "queued".into(),
+            event_id: id,
+        }),
+    ))
+}

@@ -1,0 +1,278 @@
+//! Hostile input is bounded: CPU-heavy parsing stays off the async threads, slow clients
+//! are cut off without holding the drain, and unauthenticated requests cost nothing shared.
+
+use crate::inbound_support::{agent, connections, pod_with, send};
+use std::time::{Duration, Instant};
+use switchboard_testing::signing;
+use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// An email whose HTML body is 1 MiB of `<style></style>` (minutes of work for a quadratic
+/// converter) is accepted, and `/health` keeps answering while it is parsed.
+#[tokio::test]
+async fn a_megabyte_of_style_tags_never_stalls_the_pod() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let p = pod_with(
+        &db,
+        &redis_url(),
+        &random_prefix(),
+        &agent.uri(),
+        &[("BODY_LIMIT_BYTES", "4194304"), ("WORKER_CONCURRENCY", "0")],
+    )
+    .await;
+    let (_, conns) = connections(&db, &p).await;
+    let body = serde_json::to_vec(&serde_json::json!({
+        "type": "email.received", "created_at": "2026-11-29T10:00:00Z",
+        "data": {"email_id": "em_style", "from": "Eve <eve@example.test>", "to": ["support@example.test"],
+                 "subject": "styles", "message_id": "<style@mail.test>",
+                 "html": "<style></style>".repeat((1 << 20) / 15)}
+    }))
+    .unwrap();
+    let signed =
+        signing::standard_webhook(WHSEC, "msg_style", chrono::Utc::now().timestamp(), body);
+    let path = format!("/webhooks/email/{}", conns[3].1);
+    let webhook = send(&p, &path, &signed);
+    let health = async {
+        let mut slowest = Duration::ZERO;
+        for _ in 0..10 {
+            let started = Instant::now();
+            let r = tokio::time::timeout(
+                Duration::from_secs(2),
+                p.client.get(p.url("/health")).send(),
+            )
+            .await;
+            assert!(
+                matches!(r, Ok(Ok(ref r)) if r.status() == 200),
+                "/health did not answer"
+            );
+            slowest = slowest.max(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        slowest
+    };
+    let ((status, answer), slowest) = tokio::join!(webhook, health);
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        slowest < Duration::from_millis(500),
+        "/health took {slowest:?}"
+    );
+}
+
+async fn timeouts_pod(db: &TestDb) -> TestPod {
+    let agent = agent().await;
+    pod_with(
+        db,
+        &redis_url(),
+        &random_prefix(),
+        &agent.uri(),
+        &[
+            ("HTTP_HEADER_TIMEOUT_MS", "1000"),
+            ("HTTP_BODY_TIMEOUT_MS", "1000"),
+            ("HTTP_REQUEST_TIMEOUT_MS", "3000"),
+        ],
+    )
+    .await
+}
+
+/// Sends `head` one byte every 200 ms until the server closes the connection (or 8 s pass);
+/// returns how long the server kept it open.
+async fn trickle_headers(addr: std::net::SocketAddr, head: &[u8]) -> Duration {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    for byte in head.iter().cycle() {
+        if started.elapsed() > Duration::from_secs(8) || stream.write_all(&[*byte]).await.is_err() {
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
+            // An answer (hyper's 408) or the connection closed: cut off either way.
+            Ok(_) => break,
+            Err(_) => {}
+        }
+    }
+    started.elapsed()
+}
+
+/// Sends a chunked body, a chunk every 200 ms, until the server answers or closes (or 8 s
+/// pass); returns the answer's status line and how long it took.
+async fn endless_body(addr: std::net::SocketAddr, path: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    while started.elapsed() < Duration::from_secs(8) {
+        if stream.write_all(b"1\r\n \r\n").await.is_err() {
+            break;
+        }
+        let mut buf = [0u8; 1024];
+        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => break,
+            Ok(Ok(n)) => {
+                answer.extend_from_slice(&buf[..n]);
+                break;
+            }
+            Err(_) => {}
+        }
+    }
+    let line = String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    (line, started.elapsed())
+}
+
+#[tokio::test]
+async fn a_client_sending_headers_one_byte_at_a_time_is_cut_off() {
+    let db = TestDb::fresh().await;
+    let p = timeouts_pod(&db).await;
+    let kept = trickle_headers(p.server.local_addr(), b"GET /health HTTP/1.1\r\nx-slow: ").await;
+    assert!(
+        kept < Duration::from_secs(3),
+        "the connection stayed open {kept:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_chunked_body_that_never_ends_is_cut_off() {
+    let db = TestDb::fresh().await;
+    let p = timeouts_pod(&db).await;
+    let (_, conns) = connections(&db, &p).await;
+    let (line, took) = endless_body(
+        p.server.local_addr(),
+        &format!("/webhooks/slack/{}", conns[0].1),
+    )
+    .await;
+    assert!(line.contains("408"), "answered {line:?} after {took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
+/// Neither kind of slow client holds a pod that is shutting down.
+#[tokio::test]
+async fn slow_clients_do_not_hold_the_drain() {
+    let db = TestDb::fresh().await;
+    let p = timeouts_pod(&db).await;
+    let (_, conns) = connections(&db, &p).await;
+    let addr = p.server.local_addr();
+    let slow_head =
+        tokio::spawn(
+            async move { trickle_headers(addr, b"GET /health HTTP/1.1\r\nx-slow: ").await },
+        );
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let slow_body = tokio::spawn(async move { endless_body(addr, &path).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    p.server.begin_shutdown();
+    tokio::time::timeout(Duration::from_secs(8), p.server.wait())
+        .await
+        .expect("the drain finished")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "drain took {:?}",
+        started.elapsed()
+    );
+    let _ = (slow_head.await, slow_body.await);
+}
+
+/// Forged webhooks never make the pod's workers give way (only genuine ones count as in
+/// flight), and an unknown connection id is looked up in Postgres once, not per request.
+#[tokio::test]
+async fn unauthenticated_webhooks_cost_nothing_shared() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let p = pod_with(
+        &db,
+        &redis_url(),
+        &random_prefix(),
+        &agent.uri(),
+        &[("ACCEPT_PRIORITY_IN_FLIGHT", "1")],
+    )
+    .await;
+    let (org, conns) = connections(&db, &p).await;
+    tokio::time::sleep(switchboard_flows::pressure::CALM_AFTER).await;
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let forged = signing::slack("wrong-secret", "EvForged", "U1", "1700000000.000001", "hi");
+    for _ in 0..10 {
+        assert_eq!(send(&p, &path, &forged).await.0, 401);
+    }
+    assert!(
+        !p.server.state().flows.load.busy(),
+        "forged webhooks made the workers give way"
+    );
+
+    // The cache must be live (subscribed) to remember anything; a known id proves it.
+    let good = signing::slack(
+        "slack-signing-secret",
+        "EvOk",
+        "U1",
+        "1700000000.000002",
+        "hi",
+    );
+    assert_eq!(send(&p, &path, &good).await.0, 200);
+    let cache = &p.server.state().connections;
+    let unknown = uuid::Uuid::new_v4();
+    let before = cache.queries();
+    for _ in 0..20 {
+        assert_eq!(
+            send(&p, &format!("/webhooks/slack/{unknown}"), &forged)
+                .await
+                .0,
+            404
+        );
+    }
+    assert_eq!(
+        cache.queries() - before,
+        1,
+        "one lookup for 20 requests to one unknown id"
+    );
+
+    // The id comes to exist (a create publishes its id): the remembered miss is dropped.
+    let pool = db.pool().await;
+    let cipher = switchboard_store::crypto::SecretCipher::new(
+        &base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            switchboard_testing::MASTER_KEY,
+        )
+        .unwrap()
+        .try_into()
+        .unwrap(),
+    );
+    let sealed = cipher
+        .seal(
+            unknown,
+            &serde_json::to_vec(&signing::secrets("slack")).unwrap(),
+        )
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO channel_connections (id, org_id, channel, name, secrets_ciphertext, settings)
+         VALUES ($1, $2, 'slack', 'late', $3, '{}')",
+    )
+    .bind(unknown)
+    .bind(org)
+    .bind(sealed)
+    .execute(&pool)
+    .await
+    .unwrap();
+    cache.invalidate(unknown).await;
+    let late = signing::slack(
+        "slack-signing-secret",
+        "EvLate",
+        "U1",
+        "1700000000.000003",
+        "hi",
+    );
+    assert_eq!(
+        send(&p, &format!("/webhooks/slack/{unknown}"), &late)
+            .await
+            .0,
+        200
+    );
+}

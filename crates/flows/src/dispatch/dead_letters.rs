@@ -1,0 +1,141 @@
+//! The dead-letter worker: once per slot across all pods (AA2, a `cron_runs` row per slot)
+//! it hands due dead letters back to the `channel-outbound` job (each hand-back is one of
+//! the [`super::MAX_DEAD_LETTER_RETRIES`] retries; the job records the result, and the
+//! last failed retry makes the reply `dead` and raises its alert), raises any alert a pod
+//! died before raising, and forgets the outbound queue's gone workers.
+//!
+//! Also the admin's retry (`POST /dead-letters/{id}/retry`), which hands a row back at once.
+
+use super::record::raise_alerts;
+use crate::{Deps, upkeep};
+use chrono::Utc;
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+use std::time::Duration;
+use switchboard_domain::EventKind;
+use switchboard_domain::events::MessageStatusUpdated;
+use switchboard_domain::slot::slot_of;
+use switchboard_store::dead_letters::{self, Requeued};
+use switchboard_store::{StoreError, event_outbox, inbox};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+/// The `cron_runs.job` name.
+pub const JOB: &str = "dead-letters";
+
+/// Most rows handed back per slot.
+const BATCH: i64 = 500;
+
+/// What one slot did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    /// Rows handed back to the dispatch job.
+    pub retried: usize,
+    /// Alerts raised for rows a pod marked dead without alerting.
+    pub alerted: usize,
+}
+
+fn retry_event(r: &Requeued) -> (Uuid, EventKind, Value) {
+    let payload = MessageStatusUpdated {
+        conversation_id: r.conversation_id,
+        message_id: r.message_id,
+        delivery_status: "retry".to_owned(),
+        error: None,
+        at: Utc::now(),
+    };
+    let payload = serde_json::to_value(payload).unwrap_or_default();
+    (r.org_id, EventKind::MessageStatusUpdated, payload)
+}
+
+/// Runs one slot if this pod wins it.
+pub async fn run_once(
+    deps: &Deps,
+    interval: Duration,
+    pod_id: &str,
+) -> Result<Option<Report>, StoreError> {
+    let slot = slot_of(Utc::now(), interval);
+    if !inbox::claim_slot(&deps.db, JOB, slot, pod_id).await? {
+        return Ok(None);
+    }
+    let mut tx = deps.db.begin().await?;
+    let requeued = dead_letters::requeue_due(&mut tx, BATCH).await?;
+    let events: Vec<_> = requeued.iter().map(retry_event).collect();
+    event_outbox::enqueue_many(&mut *tx, &events).await?;
+    tx.commit().await?;
+    if !requeued.is_empty() {
+        deps.emitter.wake();
+        tracing::info!(
+            count = requeued.len(),
+            "dead-letter worker retrying failed replies"
+        );
+        metrics::counter!("dead_letter_retries_total").increment(requeued.len() as u64);
+    }
+    let ids: Vec<Uuid> = requeued.iter().map(|r| r.outbox_id).collect();
+    let pushed = ids.is_empty() || push(deps, &ids).await;
+    let alerted = raise_alerts(deps, None).await;
+    if let Err(e) = upkeep::forget_gone_workers(&deps.outbound.queue_ref()).await {
+        tracing::warn!(error = %e, "could not clean up gone outbound workers");
+    }
+    let report = Report {
+        retried: requeued.len(),
+        alerted,
+    };
+    let detail = json!({"retried": report.retried, "alerted": report.alerted});
+    inbox::finish_slot(&deps.db, JOB, slot, pushed, detail).await?;
+    inbox::prune_slots(&deps.db, JOB, crate::sweeper::SLOT_HISTORY).await?;
+    Ok(Some(report))
+}
+
+async fn push(deps: &Deps, ids: &[Uuid]) -> bool {
+    match deps.outbound.push_rows(ids).await {
+        Ok(()) => true,
+        Err(e) => {
+            // The rows are `retry` in Postgres: the outbox sweeper pushes them.
+            tracing::warn!(count = ids.len(), error = %e, "could not push dead-letter retries");
+            false
+        }
+    }
+}
+
+/// Ticks every `interval` until `token` is cancelled.
+pub fn spawn(
+    deps: Deps,
+    interval: Duration,
+    pod_id: String,
+    token: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    tracker.spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = token.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = run_once(&deps, interval, &pod_id).await {
+                tracing::warn!(error = %e, "dead-letter slot failed");
+            }
+        }
+    });
+}
+
+/// An admin's retry of dead letter `id` inside `tx` (with the caller's audit row): the row
+/// goes back to the dispatch job now, without counting against the automatic retries.
+/// `None` when it is not `queued` or `dead`. After the commit, call [`after_retry`].
+pub async fn retry_now(tx: &mut PgConnection, id: Uuid) -> Result<Option<Requeued>, StoreError> {
+    let Some(requeued) = dead_letters::retry_now(tx, id).await? else {
+        return Ok(None);
+    };
+    let (org, kind, payload) = retry_event(&requeued);
+    event_outbox::enqueue(&mut *tx, org, &[(kind, payload)]).await?;
+    Ok(Some(requeued))
+}
+
+/// After an admin's retry committed: push the job (the sweeper covers a failed push) and
+/// wake the realtime relay.
+pub async fn after_retry(deps: &Deps, requeued: &Requeued) {
+    push(deps, &[requeued.outbox_id]).await;
+    deps.emitter.wake();
+}

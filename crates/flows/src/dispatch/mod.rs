@@ -1,0 +1,172 @@
+//! Outbound dispatch: the `channel-outbound` job that delivers a released reply (an `outbox`
+//! row) to the customer through the connection they last wrote to, once, and the
+//! dead-letter worker that retries what failed for good.
+//!
+//! Failures it guards against, and how:
+//! - two workers (or pods) running the same row: the job claims the row with one atomic
+//!   `UPDATE … RETURNING` and a lease renewed while the provider is called;
+//! - a pod dying mid-send: its lease lapses and the outbox sweeper pushes the row again;
+//!   each accepted part's provider id is recorded before the next part goes out, so a
+//!   retry never resends an accepted part (see docs/ARCHITECTURE.md for the one window
+//!   that remains: accepted by the provider, not yet recorded);
+//! - a slow, failing or rate-limiting provider: up to [`MAX_ATTEMPTS`] attempts per round
+//!   with exponential backoff and jitter, honouring the provider's own wait; a long wait
+//!   reschedules the job rather than holding a worker;
+//! - a provider that is down: a breaker per (channel, connection) in Redis, shared by every
+//!   pod, defers sends while it is open and lets one probe through after the cool-down;
+//! - a failure no retry fixes soon: the round ends in the dead-letter table, which the
+//!   dead-letter worker retries with backoff up to [`MAX_DEAD_LETTER_RETRIES`] times before
+//!   the reply is `dead` and one alert is raised.
+//!
+//! Each outcome is one transaction on the outbox row, its message and (on failure) its
+//! dead-letter row, with the `message_status_updated` event stored in it.
+
+mod breakers;
+pub mod dead_letters;
+mod record;
+mod send;
+mod worker;
+
+pub use breakers::{FAMILY as BREAKER_FAMILY, breaker, spawn_gauges};
+pub use send::process;
+pub use worker::{push_after, spawn_workers};
+
+use std::time::Duration;
+use switchboard_channels::outbound::{BuildError, ProviderBases, Providers};
+use switchboard_config::Config;
+use switchboard_coord::breaker::BreakerConfig;
+use switchboard_store::StoreError;
+use switchboard_store::crypto::SecretCipher;
+
+/// Provider attempts per delivery round; the third failure ends the round in the dead-letter
+/// table.
+pub const MAX_ATTEMPTS: i32 = 3;
+
+/// Dead-letter retries before a reply is `dead` (SPEC §3).
+pub const MAX_DEAD_LETTER_RETRIES: i32 = 5;
+
+/// How the job behaves; from the configuration, or a test's own.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// How long a job holds its outbox row (`OUTBOX_LEASE_SECS`).
+    pub lease: Duration,
+    /// First retry delay, doubled per attempt, with jitter (`OUTBOUND_RETRY_BASE_MS`).
+    pub retry_base: Duration,
+    /// Longest wait a worker sleeps through (`OUTBOUND_MAX_INLINE_WAIT_MS`).
+    pub max_inline_wait: Duration,
+    /// The per-connection breaker.
+    pub breaker: BreakerConfig,
+    /// First dead-letter retry delay, doubled per retry (`DEAD_LETTER_BACKOFF_MS`).
+    pub dead_letter_backoff: Duration,
+}
+
+impl Settings {
+    /// The settings `config` describes.
+    pub fn from_config(config: &Config) -> Self {
+        let timeout = Duration::from_millis(config.outbound_timeout_ms.max(1));
+        Self {
+            lease: Duration::from_secs(config.outbox_lease_secs.max(1)),
+            retry_base: Duration::from_millis(config.outbound_retry_base_ms),
+            max_inline_wait: Duration::from_millis(config.outbound_max_inline_wait_ms),
+            breaker: BreakerConfig {
+                threshold: config.outbound_breaker_threshold.max(1),
+                window: Duration::from_secs(60),
+                cooldown: Duration::from_millis(config.outbound_breaker_cooldown_ms.max(1)),
+                // A probe is one provider call: it cannot take longer than the timeout.
+                probe_ttl: timeout + Duration::from_secs(2),
+            },
+            dead_letter_backoff: Duration::from_millis(config.dead_letter_backoff_ms),
+        }
+    }
+}
+
+/// What the job needs besides the pod's pools: the provider clients, the key to the
+/// connections' secrets and the settings.
+#[derive(Clone)]
+pub struct Dispatcher {
+    providers: Providers,
+    cipher: SecretCipher,
+    settings: Settings,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    /// Provider clients against the configured API bases (`*_API_BASE`), each call bounded by
+    /// `OUTBOUND_TIMEOUT_MS`.
+    pub fn new(config: &Config, cipher: SecretCipher) -> Result<Self, BuildError> {
+        let bases = ProviderBases {
+            slack: config.slack_api_base.clone(),
+            twilio: config.twilio_api_base.clone(),
+            telegram: config.telegram_api_base.clone(),
+            resend: config.resend_api_base.clone(),
+        };
+        let timeout = Duration::from_millis(config.outbound_timeout_ms.max(1));
+        Ok(Self {
+            providers: Providers::new(bases, timeout)?,
+            cipher,
+            settings: Settings::from_config(config),
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// What one run of the job did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    /// The row no longer exists.
+    Missing,
+    /// Nothing left to do: sent, or waiting for the dead-letter worker.
+    Finished,
+    /// Another worker holds the row right now.
+    HeldElsewhere,
+    /// Not due for a while; the job that rescheduled it (or the sweeper) runs it then.
+    NotDue,
+    /// Every part was accepted.
+    Sent {
+        /// How many parts the reply took.
+        parts: usize,
+    },
+    /// An attempt failed; the row is due again after this long.
+    Rescheduled {
+        /// The wait.
+        after: Duration,
+    },
+    /// The connection's breaker is open: no call was made, the row waits this long.
+    Deferred {
+        /// The wait.
+        after: Duration,
+    },
+    /// The round failed for good: dead-lettered, or `dead` when the retries are used up.
+    Failed {
+        /// Whether the reply is now `dead`.
+        dead: bool,
+    },
+    /// The lease lapsed and another worker took the row over; nothing was recorded.
+    LeaseLost,
+}
+
+/// Errors of the job; the row stays unsent and is tried again (the outbox sweeper pushes it
+/// once its lease has lapsed).
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// Postgres failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for DispatchError {
+    fn from(e: sqlx::Error) -> Self {
+        DispatchError::Store(StoreError::Sqlx(e))
+    }
+}

@@ -1,0 +1,184 @@
+//! Recording what the provider said: one transaction per outcome on the outbox row, its
+//! message and (on a final failure) its dead-letter row, with the `message_status_updated`
+//! event stored in the same transaction, so the console's view cannot miss a change.
+
+use super::{DispatchError, MAX_DEAD_LETTER_RETRIES, Outcome};
+use crate::Deps;
+use std::time::Duration;
+use switchboard_domain::EventKind;
+use switchboard_domain::events::MessageStatusUpdated;
+use switchboard_store::delivery::{self, Claimed, Failure, Recorded};
+use switchboard_store::{dead_letters, event_outbox};
+
+/// Why a round stopped short of sending every part.
+#[derive(Debug, Clone)]
+pub(super) enum Verdict {
+    /// Worth another attempt.
+    Retry {
+        after: Option<Duration>,
+        reason: String,
+        status: Option<u16>,
+    },
+    /// No attempt will succeed as things are.
+    Permanent { reason: String, status: Option<u16> },
+}
+
+impl Verdict {
+    fn reason(&self) -> &str {
+        match self {
+            Verdict::Retry { reason, .. } | Verdict::Permanent { reason, .. } => reason,
+        }
+    }
+
+    fn status(&self) -> Option<u16> {
+        match self {
+            Verdict::Retry { status, .. } | Verdict::Permanent { status, .. } => *status,
+        }
+    }
+}
+
+fn event(recorded: &Recorded, status: &str, error: Option<&str>) -> (EventKind, serde_json::Value) {
+    let payload = MessageStatusUpdated {
+        conversation_id: recorded.conversation_id,
+        message_id: recorded.message_id,
+        delivery_status: status.to_owned(),
+        error: error.map(str::to_owned),
+        at: chrono::Utc::now(),
+    };
+    (
+        EventKind::MessageStatusUpdated,
+        serde_json::to_value(payload).unwrap_or_default(),
+    )
+}
+
+/// Every part was accepted.
+pub(super) async fn sent(
+    deps: &Deps,
+    row: &Claimed,
+    accepted: &[String],
+) -> Result<Outcome, DispatchError> {
+    let first = accepted.first().map_or("", String::as_str);
+    let mut tx = deps.db.begin().await?;
+    let Some(recorded) = delivery::mark_sent(&mut tx, row.id, row.lease_id, first).await? else {
+        tx.rollback().await?;
+        tracing::warn!(outbox_id = %row.id, "sent, but the lease was taken over before the outcome was recorded");
+        return Ok(Outcome::LeaseLost);
+    };
+    event_outbox::enqueue(&mut *tx, recorded.org_id, &[event(&recorded, "sent", None)]).await?;
+    tx.commit().await?;
+    deps.emitter.wake();
+    metrics::counter!("outbound_delivered_total", "channel" => row.channel.as_str()).increment(1);
+    Ok(Outcome::Sent {
+        parts: accepted.len(),
+    })
+}
+
+/// A failed attempt: the row and message say `retry`. With `release` the lease is given
+/// back and the row is due again after `wait`. `false` when the lease was lost.
+pub(super) async fn retry(
+    deps: &Deps,
+    row: &Claimed,
+    verdict: &Verdict,
+    wait: Duration,
+    release: bool,
+) -> Result<bool, DispatchError> {
+    let reason = verdict.reason();
+    tracing::info!(outbox_id = %row.id, channel = %row.channel, wait_ms = wait.as_millis() as u64, %reason, "outbound attempt failed; retrying");
+    let mut tx = deps.db.begin().await?;
+    let Some(recorded) =
+        delivery::mark_retry(&mut tx, row.id, row.lease_id, reason, wait, release).await?
+    else {
+        tx.rollback().await?;
+        return Ok(false);
+    };
+    let events = [event(&recorded, "retry", Some(reason))];
+    event_outbox::enqueue(&mut *tx, recorded.org_id, &events).await?;
+    tx.commit().await?;
+    deps.emitter.wake();
+    Ok(true)
+}
+
+/// The breaker is open: no call, no attempt counted; the row is due again after `wait`.
+pub(super) async fn deferred(
+    deps: &Deps,
+    row: &Claimed,
+    wait: Duration,
+) -> Result<Outcome, DispatchError> {
+    if !delivery::defer(&deps.db, row.id, row.lease_id, wait).await? {
+        return Ok(Outcome::LeaseLost);
+    }
+    metrics::counter!("outbound_deferred_total", "channel" => row.channel.as_str()).increment(1);
+    tracing::debug!(outbox_id = %row.id, wait_ms = wait.as_millis() as u64, "breaker open; send deferred");
+    super::push_after(deps, row.id, wait).await;
+    Ok(Outcome::Deferred { after: wait })
+}
+
+/// The round failed for good: dead-lettered (or `dead` once the dead-letter retries are
+/// used up, which raises the alert).
+pub(super) async fn failed(
+    deps: &Deps,
+    row: &Claimed,
+    attempts: i32,
+    verdict: &Verdict,
+) -> Result<Outcome, DispatchError> {
+    let failure = Failure {
+        error: verdict.reason(),
+        provider_status: verdict.status(),
+        attempts,
+        max_retries: MAX_DEAD_LETTER_RETRIES,
+        backoff: deps.dispatch.settings().dead_letter_backoff,
+    };
+    let mut tx = deps.db.begin().await?;
+    let Some(failed) = delivery::mark_failed(&mut tx, row.id, row.lease_id, failure).await? else {
+        tx.rollback().await?;
+        return Ok(Outcome::LeaseLost);
+    };
+    let recorded = Recorded {
+        org_id: failed.org_id,
+        conversation_id: failed.conversation_id,
+        message_id: failed.message_id,
+    };
+    let events = [event(&recorded, &failed.status, Some(failure.error))];
+    event_outbox::enqueue(&mut *tx, failed.org_id, &events).await?;
+    tx.commit().await?;
+    deps.emitter.wake();
+    let dead = failed.status == "dead";
+    metrics::counter!("outbound_dead_letters_total", "channel" => row.channel.as_str(), "status" => if dead { "dead" } else { "queued" })
+        .increment(1);
+    tracing::warn!(outbox_id = %row.id, channel = %row.channel, attempts, dead, error = failure.error, "outbound delivery failed; dead-lettered");
+    if dead {
+        raise_alerts(deps, Some(failed.failure_id)).await;
+    }
+    Ok(Outcome::Failed { dead })
+}
+
+/// Raises the alert of dead rows nobody alerted yet (`only` one, or any): claiming an
+/// alert is one atomic statement, so each dead row alerts exactly once across all pods.
+pub(crate) async fn raise_alerts(deps: &Deps, only: Option<uuid::Uuid>) -> usize {
+    let alerts = match dead_letters::claim_alerts(&deps.db, only, 100).await {
+        Ok(alerts) => alerts,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not claim dead-letter alerts");
+            return 0;
+        }
+    };
+    for a in &alerts {
+        metrics::counter!("dead_letter_alerts_total", "channel" => a.channel.as_str()).increment(1);
+        // `tracing::error!` is what Sentry captures as an event.
+        tracing::error!(
+            target: "switchboard::alert",
+            failure_id = %a.id,
+            outbox_id = %a.outbox_id,
+            org_id = %a.org_id,
+            channel = %a.channel,
+            provider_status = a.provider_status,
+            attempts = a.attempts,
+            retries = a.retries,
+            error = %a.error,
+            "outbound reply is dead after {} dead-letter retries: {}",
+            a.retries,
+            a.error
+        );
+    }
+    alerts.len()
+}

@@ -1,0 +1,230 @@
+//! One run of the `channel-outbound` job: claim the row, check the breaker, send the parts
+//! not yet accepted, retry or reschedule, and record the outcome.
+
+use super::record::{self, Verdict};
+use super::{DispatchError, MAX_ATTEMPTS, Outcome, breakers};
+use crate::Deps;
+use rand::Rng;
+use std::time::Duration;
+use switchboard_channels::outbound::{PartOutcome, PartRequest, max_chars, split};
+use switchboard_coord::breaker::Admission;
+use switchboard_domain::jobs::OutboxPayload;
+use switchboard_store::connections::{self, Secrets};
+use switchboard_store::delivery::{self, Claimed, Unclaimed};
+use uuid::Uuid;
+
+/// How often a job that finds its row not yet due waits for it before giving up; the job
+/// that rescheduled the row pushed one for the due time.
+const CLAIM_TRIES: usize = 5;
+
+/// Runs the job for one outbox row.
+pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchError> {
+    let Some(row) = claim(deps, outbox_id).await? else {
+        return Ok(match delivery::unclaimed(&deps.db, outbox_id).await? {
+            Unclaimed::Missing => Outcome::Missing,
+            Unclaimed::Finished => Outcome::Finished,
+            Unclaimed::Held => Outcome::HeldElsewhere,
+            Unclaimed::NotDue(_) => Outcome::NotDue,
+        });
+    };
+    let prepared = match prepare(deps, &row).await? {
+        Ok(prepared) => prepared,
+        Err(reason) => {
+            let verdict = Verdict::Permanent {
+                reason,
+                status: None,
+            };
+            return record::failed(deps, &row, row.attempts, &verdict).await;
+        }
+    };
+    let breaker = breakers::breaker(deps, row.channel, row.connection_id);
+    let mut accepted: Vec<String> = serde_json::from_value(row.parts.clone()).unwrap_or_default();
+    let mut attempts = row.attempts;
+    loop {
+        // A breaker Redis cannot answer is treated as closed: the send is the work.
+        if let Ok(Admission::Open { retry_in }) = breaker.admit().await {
+            return record::deferred(deps, &row, retry_in).await;
+        }
+        let sending = send_parts(deps, &row, &prepared, &mut accepted);
+        let verdict = match hold_lease(deps, &row, sending).await? {
+            None => {
+                breakers::note(&breaker, true).await;
+                return record::sent(deps, &row, &accepted).await;
+            }
+            Some(verdict) => verdict,
+        };
+        attempts += 1;
+        let Verdict::Retry { after, .. } = &verdict else {
+            // The provider answered: it is up, whatever it thought of this message.
+            breakers::note(&breaker, true).await;
+            return record::failed(deps, &row, attempts, &verdict).await;
+        };
+        let opened = breakers::note(&breaker, false).await;
+        if attempts >= MAX_ATTEMPTS {
+            return record::failed(deps, &row, attempts, &verdict).await;
+        }
+        let settings = deps.dispatch.settings();
+        let mut wait = backoff(settings.retry_base, attempts).max(after.unwrap_or_default());
+        if opened {
+            wait = wait.max(settings.breaker.cooldown);
+        }
+        let inline = wait <= settings.max_inline_wait;
+        if !record::retry(deps, &row, &verdict, wait, !inline).await? {
+            return Ok(Outcome::LeaseLost);
+        }
+        if !inline {
+            super::push_after(deps, outbox_id, wait).await;
+            return Ok(Outcome::Rescheduled { after: wait });
+        }
+        hold_lease(deps, &row, tokio::time::sleep(wait)).await;
+    }
+}
+
+/// Claims the row; a row due within the inline wait is waited for.
+async fn claim(deps: &Deps, outbox_id: Uuid) -> Result<Option<Claimed>, DispatchError> {
+    let settings = deps.dispatch.settings();
+    for _ in 0..CLAIM_TRIES {
+        if let Some(row) = delivery::claim(&deps.db, outbox_id, settings.lease).await? {
+            return Ok(Some(row));
+        }
+        match delivery::unclaimed(&deps.db, outbox_id).await? {
+            Unclaimed::NotDue(wait) if wait <= settings.max_inline_wait => {
+                tokio::time::sleep(wait + Duration::from_millis(5)).await;
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// What the sends need, read once per run.
+struct Prepared {
+    secrets: Secrets,
+    payload: OutboxPayload,
+    parts: Vec<String>,
+}
+
+/// The connection's secrets, the payload and its parts; `Err` with a reason when the row
+/// can never be sent as it is.
+async fn prepare(deps: &Deps, row: &Claimed) -> Result<Result<Prepared, String>, DispatchError> {
+    let payload: OutboxPayload = match serde_json::from_value(row.payload.clone()) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(format!("the outbox payload is malformed: {e}"))),
+    };
+    let found = connections::get_with_secrets(&deps.db, &deps.dispatch.cipher, row.connection_id);
+    let Some((_, secrets)) = found.await? else {
+        return Ok(Err(format!(
+            "the {} connection this reply leaves through was deleted",
+            row.channel
+        )));
+    };
+    let parts = split(&payload.text, max_chars(row.channel).unwrap_or(usize::MAX));
+    if parts.is_empty() {
+        return Ok(Err("the reply is empty".to_owned()));
+    }
+    Ok(Ok(Prepared {
+        secrets,
+        payload,
+        parts,
+    }))
+}
+
+/// Sends the parts not accepted yet, in order, recording each accepted one before the next
+/// goes out. `None` when all are accepted, else why the failing part failed.
+async fn send_parts(
+    deps: &Deps,
+    row: &Claimed,
+    prepared: &Prepared,
+    accepted: &mut Vec<String>,
+) -> Result<Option<Verdict>, DispatchError> {
+    let key = row.id.to_string();
+    while accepted.len() < prepared.parts.len() {
+        let index = accepted.len();
+        let request = PartRequest {
+            channel: row.channel,
+            secrets: prepared.secrets.expose(),
+            reply_to: &prepared.payload.reply_to,
+            customer_external_id: &prepared.payload.customer_external_id,
+            text: &prepared.parts[index],
+            idempotency_key: &key,
+            part: index,
+            parts: prepared.parts.len(),
+        };
+        let outcome = deps.dispatch.providers.send_part(&request).await;
+        let kind = match &outcome {
+            PartOutcome::Accepted { .. } => "accepted",
+            PartOutcome::Retry { .. } => "retry",
+            PartOutcome::Permanent { .. } => "permanent",
+        };
+        metrics::counter!("outbound_calls_total", "channel" => row.channel.as_str(), "outcome" => kind)
+            .increment(1);
+        match outcome {
+            PartOutcome::Accepted { provider_id } => {
+                if !delivery::record_part(&deps.db, row.id, row.lease_id, index, &provider_id)
+                    .await?
+                {
+                    tracing::warn!(outbox_id = %row.id, "outbox lease lost while sending parts");
+                }
+                accepted.push(provider_id);
+            }
+            PartOutcome::Retry {
+                after,
+                reason,
+                status,
+            } => {
+                return Ok(Some(Verdict::Retry {
+                    after,
+                    reason,
+                    status,
+                }));
+            }
+            PartOutcome::Permanent { reason, status } => {
+                return Ok(Some(Verdict::Permanent { reason, status }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Runs `work` while renewing the row's lease.
+async fn hold_lease<T>(deps: &Deps, row: &Claimed, work: impl Future<Output = T>) -> T {
+    let lease = deps.dispatch.settings().lease;
+    let renew = || async move {
+        match delivery::renew(&deps.db, row.id, row.lease_id, lease).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(outbox_id = %row.id, "outbox lease was taken over"),
+            Err(e) => {
+                tracing::warn!(outbox_id = %row.id, error = %e, "could not renew the outbox lease")
+            }
+        }
+    };
+    crate::lease::hold(lease, renew, work).await
+}
+
+/// `base × 2^(attempt − 1)`, with ±50 % jitter so retries of many rows spread out.
+fn backoff(base: Duration, attempt: i32) -> Duration {
+    let exp = u32::try_from(attempt.saturating_sub(1))
+        .unwrap_or(0)
+        .min(16);
+    let nominal = base.saturating_mul(2u32.pow(exp));
+    nominal.mul_f64(rand::thread_rng().gen_range(0.5..1.5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_within_its_jitter() {
+        let base = Duration::from_millis(100);
+        for attempt in 1..=4 {
+            let nominal = 100.0 * f64::from(2u32.pow(attempt as u32 - 1));
+            let got = backoff(base, attempt).as_secs_f64() * 1000.0;
+            assert!(
+                got >= nominal * 0.5 && got <= nominal * 1.5,
+                "{attempt}: {got}"
+            );
+        }
+    }
+}

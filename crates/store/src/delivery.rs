@@ -1,0 +1,305 @@
+//! The outbox as the `channel-outbound` job drives it: claim a row with a lease, record each
+//! accepted part, then record the outcome on the outbox row and its message together.
+//!
+//! Every write after the claim names the claim's `lease_id`: a worker whose lease lapsed
+//! (a stalled pod) and was taken over records nothing, so the new holder's record stands.
+//! Lock order, as everywhere the outbox is written: outbox row, then its message, then its
+//! dead-letter row.
+
+use crate::StoreError;
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool};
+use std::time::Duration;
+use switchboard_domain::ChannelKind;
+use uuid::Uuid;
+
+/// A claimed outbox row.
+#[allow(missing_docs)] // the columns returned by the claim
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Claimed {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub conversation_id: Uuid,
+    pub message_id: Uuid,
+    pub connection_id: Uuid,
+    pub channel: ChannelKind,
+    /// `switchboard_domain::jobs::OutboxPayload`.
+    pub payload: Value,
+    /// Provider ids of the parts already accepted, in order.
+    pub parts: Value,
+    /// Failed attempts in the current delivery round.
+    pub attempts: i32,
+    /// Names this claim in every later write.
+    pub lease_id: Uuid,
+}
+
+/// The claim statement (`$1` outbox id, `$2` lease seconds): one atomic transition, so two
+/// workers never hold the same row (AA5).
+pub const CLAIM: &str = "UPDATE outbox
+   SET locked_until = now() + make_interval(secs => $2), lease_id = gen_random_uuid(), updated_at = now()
+ WHERE id = $1 AND status IN ('queued', 'retry') AND next_attempt_at <= now()
+   AND (locked_until IS NULL OR locked_until < now())
+ RETURNING id, org_id, conversation_id, message_id, connection_id, channel, payload, parts,
+           attempts, lease_id";
+
+/// Takes the row for `lease` if it is due and nobody holds it.
+pub async fn claim(
+    pool: &PgPool,
+    id: Uuid,
+    lease: Duration,
+) -> Result<Option<Claimed>, StoreError> {
+    Ok(sqlx::query_as(CLAIM)
+        .bind(id)
+        .bind(lease.as_secs_f64())
+        .fetch_optional(pool)
+        .await?)
+}
+
+/// Why a claim found nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unclaimed {
+    /// No such row.
+    Missing,
+    /// Nothing left to send (`sent`), or waiting for the dead-letter worker (`failed`,
+    /// `dead`).
+    Finished,
+    /// Another worker holds it.
+    Held,
+    /// Due in this long.
+    NotDue(Duration),
+}
+
+/// Reads why [`claim`] returned nothing (the answer may be stale by the time it arrives).
+pub async fn unclaimed(pool: &PgPool, id: Uuid) -> Result<Unclaimed, StoreError> {
+    let row: Option<(String, bool, f64)> = sqlx::query_as(
+        "SELECT status, COALESCE(locked_until > now(), false),
+                GREATEST(EXTRACT(EPOCH FROM next_attempt_at - now()), 0)::float8
+         FROM outbox WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match row {
+        None => Unclaimed::Missing,
+        Some((status, _, _)) if !matches!(status.as_str(), "queued" | "retry") => {
+            Unclaimed::Finished
+        }
+        Some((_, true, _)) => Unclaimed::Held,
+        Some((_, false, secs)) => Unclaimed::NotDue(Duration::from_secs_f64(secs)),
+    })
+}
+
+/// Extends the lease; `false` when the claim is no longer ours.
+pub async fn renew(
+    pool: &PgPool,
+    id: Uuid,
+    lease_id: Uuid,
+    lease: Duration,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE outbox SET locked_until = now() + make_interval(secs => $3)
+         WHERE id = $1 AND lease_id = $2",
+    )
+    .bind(id)
+    .bind(lease_id)
+    .bind(lease.as_secs_f64())
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Appends part `index`'s provider id, before the next part goes out. Idempotent: only
+/// applies while exactly `index` parts are recorded. `false` when the claim is lost.
+pub async fn record_part(
+    pool: &PgPool,
+    id: Uuid,
+    lease_id: Uuid,
+    index: usize,
+    provider_id: &str,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE outbox SET parts = parts || jsonb_build_array($3::text), updated_at = now()
+         WHERE id = $1 AND lease_id = $2 AND jsonb_array_length(parts) = $4",
+    )
+    .bind(id)
+    .bind(lease_id)
+    .bind(provider_id)
+    .bind(i32::try_from(index).unwrap_or(i32::MAX))
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The message an outcome was recorded for, for its realtime event.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Recorded {
+    pub org_id: Uuid,
+    pub conversation_id: Uuid,
+    pub message_id: Uuid,
+}
+
+/// Every part went out: the row and its message are `sent` with the (first part's)
+/// provider id and the time, and a dead-letter row, if any, is resolved.
+pub async fn mark_sent(
+    tx: &mut PgConnection,
+    id: Uuid,
+    lease_id: Uuid,
+    provider_id: &str,
+) -> Result<Option<Recorded>, StoreError> {
+    Ok(sqlx::query_as(
+        "WITH o AS (
+           UPDATE outbox SET status = 'sent', provider_id = $3, sent_at = now(), last_error = NULL,
+                  locked_until = NULL, lease_id = NULL, updated_at = now()
+           WHERE id = $1 AND lease_id = $2
+           RETURNING id, org_id, conversation_id, message_id
+         ), m AS (
+           UPDATE messages SET delivery_status = 'sent', provider_message_id = $3,
+                  delivered_at = now(), delivery_error = NULL
+           FROM o WHERE messages.id = o.message_id RETURNING messages.id
+         ), f AS (
+           UPDATE channel_failures SET status = 'resolved', updated_at = now()
+           FROM o WHERE channel_failures.outbox_id = o.id AND channel_failures.status <> 'resolved'
+           RETURNING channel_failures.id
+         )
+         SELECT org_id, conversation_id, message_id FROM o",
+    )
+    .bind(id)
+    .bind(lease_id)
+    .bind(provider_id)
+    .fetch_optional(&mut *tx)
+    .await?)
+}
+
+/// A failed attempt that will be retried: counted, the error kept, the row and its
+/// message `retry`. With `release` the lease is given back and the row is due again in
+/// `after` (the job is rescheduled); without it the worker keeps the row and retries itself.
+pub async fn mark_retry(
+    tx: &mut PgConnection,
+    id: Uuid,
+    lease_id: Uuid,
+    error: &str,
+    after: Duration,
+    release: bool,
+) -> Result<Option<Recorded>, StoreError> {
+    Ok(sqlx::query_as(
+        "WITH o AS (
+           UPDATE outbox SET status = 'retry', attempts = attempts + 1, last_error = $3,
+                  next_attempt_at = now() + make_interval(secs => $4),
+                  locked_until = CASE WHEN $5 THEN NULL ELSE locked_until END,
+                  lease_id = CASE WHEN $5 THEN NULL ELSE lease_id END, updated_at = now()
+           WHERE id = $1 AND lease_id = $2
+           RETURNING org_id, conversation_id, message_id
+         ), m AS (
+           UPDATE messages SET delivery_status = 'retry', delivery_error = $3
+           FROM o WHERE messages.id = o.message_id RETURNING messages.id
+         )
+         SELECT org_id, conversation_id, message_id FROM o",
+    )
+    .bind(id)
+    .bind(lease_id)
+    .bind(error)
+    .bind(after.as_secs_f64())
+    .bind(release)
+    .fetch_optional(&mut *tx)
+    .await?)
+}
+
+/// The breaker is open: the row waits `after` without an attempt being counted, and the
+/// lease is given back. `false` when the claim is lost.
+pub async fn defer(
+    pool: &PgPool,
+    id: Uuid,
+    lease_id: Uuid,
+    after: Duration,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE outbox SET status = 'retry', next_attempt_at = now() + make_interval(secs => $3),
+                locked_until = NULL, lease_id = NULL, updated_at = now()
+         WHERE id = $1 AND lease_id = $2",
+    )
+    .bind(id)
+    .bind(lease_id)
+    .bind(after.as_secs_f64())
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The final failure of a delivery round.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure<'a> {
+    /// Why, without secrets.
+    pub error: &'a str,
+    /// The provider's HTTP status, when there was an answer.
+    pub provider_status: Option<u16>,
+    /// Failed attempts in this round.
+    pub attempts: i32,
+    /// Dead-letter retries after which the row is `dead`.
+    pub max_retries: i32,
+    /// The first dead-letter retry waits this long; each later one twice as long as the last.
+    pub backoff: Duration,
+}
+
+/// What [`mark_failed`] recorded.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Failed {
+    pub org_id: Uuid,
+    pub conversation_id: Uuid,
+    pub message_id: Uuid,
+    /// `failed` (a dead-letter retry will follow) or `dead`.
+    pub status: String,
+    /// The `channel_failures` row.
+    pub failure_id: Uuid,
+}
+
+/// The round failed for good: the row and its message become `failed` and the dead-letter
+/// row is written (`queued` for the dead-letter worker) — or, when the dead-letter retries
+/// are used up, all three become `dead`.
+pub async fn mark_failed(
+    tx: &mut PgConnection,
+    id: Uuid,
+    lease_id: Uuid,
+    failure: Failure<'_>,
+) -> Result<Option<Failed>, StoreError> {
+    Ok(sqlx::query_as(
+        "WITH o AS (
+           UPDATE outbox SET
+             status = CASE WHEN EXISTS (SELECT 1 FROM channel_failures f
+                                        WHERE f.outbox_id = $1 AND f.retries >= $6)
+                           THEN 'dead' ELSE 'failed' END,
+             attempts = $5, last_error = $3, locked_until = NULL, lease_id = NULL, updated_at = now()
+           WHERE id = $1 AND lease_id = $2
+           RETURNING id, org_id, conversation_id, message_id, channel, status
+         ), f AS (
+           INSERT INTO channel_failures (outbox_id, org_id, channel, error, provider_status,
+                                         attempts, status, next_attempt_at)
+           SELECT o.id, o.org_id, o.channel, $3, $4, $5,
+                  CASE o.status WHEN 'dead' THEN 'dead' ELSE 'queued' END,
+                  now() + make_interval(secs => $7)
+           FROM o
+           ON CONFLICT (outbox_id) DO UPDATE SET
+             error = EXCLUDED.error, provider_status = EXCLUDED.provider_status,
+             attempts = channel_failures.attempts + EXCLUDED.attempts, status = EXCLUDED.status,
+             next_attempt_at = now() + make_interval(
+               secs => $7 * power(2, LEAST(channel_failures.retries, 20))::float8),
+             updated_at = now()
+           RETURNING id
+         ), m AS (
+           UPDATE messages SET delivery_status = o.status, delivery_error = $3
+           FROM o WHERE messages.id = o.message_id RETURNING messages.id
+         )
+         SELECT o.org_id, o.conversation_id, o.message_id, o.status, f.id AS failure_id
+         FROM o CROSS JOIN f",
+    )
+    .bind(id)
+    .bind(lease_id)
+    .bind(failure.error)
+    .bind(failure.provider_status.map(i32::from))
+    .bind(failure.attempts)
+    .bind(failure.max_retries)
+    .bind(failure.backoff.as_secs_f64())
+    .fetch_optional(&mut *tx)
+    .await?)
+}

@@ -1,0 +1,155 @@
+//! What the fake providers received, kept in this process's memory (a demo tool, not a
+//! pod: nothing here is shared or durable), and the faults a demo or a test asks them to
+//! answer with.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+/// The oldest calls are forgotten past this many.
+const KEEP: usize = 10_000;
+
+/// One request a fake provider (or the fake agent) received.
+#[derive(Debug, Clone, Serialize)]
+pub struct Call {
+    /// Increasing from 1, for `?after=`.
+    pub seq: u64,
+    /// When it arrived.
+    pub at: DateTime<Utc>,
+    /// `slack`, `whatsapp`, `telegram`, `email`, `agent` or `email-fetch`.
+    pub kind: String,
+    /// The request path.
+    pub path: String,
+    /// The recipient (Slack channel, WhatsApp number, Telegram chat, email address).
+    pub to: Option<String>,
+    /// The message text.
+    pub text: Option<String>,
+    /// Resend's `Idempotency-Key`.
+    pub idempotency_key: Option<String>,
+    /// True when Resend answered a repeated key with the first email (no new email).
+    pub replayed: bool,
+    /// What the fake answered.
+    pub status: u16,
+    /// The request body as JSON (a form becomes an object); credentials are not kept.
+    pub body: Value,
+}
+
+/// A fault to inject: answer `status` to the next `count` calls of `kind` (all, if absent).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Fault {
+    /// Which fake: `slack`, `whatsapp`, `telegram`, `email` or `agent`.
+    pub kind: String,
+    /// The HTTP status to answer with (e.g. 503, or 400 for a permanent refusal).
+    pub status: u16,
+    /// How many calls; every call until cleared when absent.
+    pub count: Option<u32>,
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: VecDeque<Call>,
+    next_seq: u64,
+    faults: HashMap<String, Fault>,
+    /// Bodies of the emails the simulator sent, by Resend email id, for the Received emails
+    /// API (Resend's webhook carries metadata only).
+    inbound_emails: HashMap<String, String>,
+    /// Resend `Idempotency-Key` → the email id first answered.
+    resend_keys: HashMap<String, String>,
+}
+
+/// The shared record; cheap to lock, never held across an await.
+#[derive(Default)]
+pub struct Recorder(Mutex<Inner>);
+
+impl Recorder {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a call (with `seq` and `at` filled in) and returns its number.
+    pub fn push(&self, mut call: Call) -> u64 {
+        let mut inner = self.lock();
+        inner.next_seq += 1;
+        call.seq = inner.next_seq;
+        call.at = Utc::now();
+        if inner.calls.len() == KEEP {
+            inner.calls.pop_front();
+        }
+        inner.calls.push_back(call);
+        inner.next_seq
+    }
+
+    /// Calls after `after`, optionally of one kind.
+    pub fn calls(&self, kind: Option<&str>, after: u64) -> (Vec<Call>, u64) {
+        let inner = self.lock();
+        let calls = inner
+            .calls
+            .iter()
+            .filter(|c| c.seq > after && kind.is_none_or(|k| c.kind == k))
+            .cloned()
+            .collect();
+        (calls, inner.next_seq)
+    }
+
+    /// Forgets every call and fault (numbers keep increasing).
+    pub fn clear(&self) {
+        let mut inner = self.lock();
+        inner.calls.clear();
+        inner.faults.clear();
+    }
+
+    /// Sets (or with `status` 0, clears) the fault of one kind.
+    pub fn set_fault(&self, fault: Fault) {
+        let mut inner = self.lock();
+        if fault.status == 0 {
+            inner.faults.remove(&fault.kind);
+        } else {
+            inner.faults.insert(fault.kind.clone(), fault);
+        }
+    }
+
+    /// The status a call of `kind` must fail with, if a fault is set (and uses it up).
+    pub fn take_fault(&self, kind: &str) -> Option<u16> {
+        let mut inner = self.lock();
+        let fault = inner.faults.get_mut(kind)?;
+        let status = fault.status;
+        match &mut fault.count {
+            Some(0) => {
+                inner.faults.remove(kind);
+                return None;
+            }
+            Some(n) => *n -= 1,
+            None => {}
+        }
+        Some(status)
+    }
+
+    /// Keeps an inbound email's body for the Received emails API.
+    pub fn store_email(&self, email_id: &str, text: &str) {
+        self.lock()
+            .inbound_emails
+            .insert(email_id.to_owned(), text.to_owned());
+    }
+
+    /// The body of an email the simulator sent.
+    pub fn email(&self, email_id: &str) -> Option<String> {
+        self.lock().inbound_emails.get(email_id).cloned()
+    }
+
+    /// The email id for a Resend idempotency key: `(id, true)` when the key was seen.
+    pub fn resend_key(&self, key: Option<&str>, fresh_id: String) -> (String, bool) {
+        let Some(key) = key else {
+            return (fresh_id, false);
+        };
+        let mut inner = self.lock();
+        match inner.resend_keys.get(key) {
+            Some(id) => (id.clone(), true),
+            None => {
+                inner.resend_keys.insert(key.to_owned(), fresh_id.clone());
+                (fresh_id, false)
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Release benchmark (F3): fresh pending items are released from one client process at a
+# fixed rate, alternating between the two pods of the local stack, each release with its own
+# Idempotency-Key. Reports release latency (p50/p99, measured from when each request was due,
+# so a stalled server cannot hide its backlog) and release -> `agent_message_sent` on a socket
+# connected to the OTHER pod (p50/p99). Every run releases items nobody released before:
+# BENCH_ITEMS new items are inserted (with customer, conversation, inbound message and draft)
+# before each run. Runs repeat BENCH_RUNS times; each prints one JSON line, then a summary
+# with the median and the spread.
+#
+# Usage: scripts/bench-release.sh   (brings the stack up with dev-up if needed)
+# Env:   BENCH_ITEMS (2000)  items per run;  BENCH_RATE (200)  releases per second
+#        BENCH_RUNS (3);     SB_SKIP_BUILD=1 reuses target/release/switchboard (dev-up)
+# Output: JSON lines on stdout and appended to .dev/bench/release-results.jsonl.
+set -euo pipefail
+# shellcheck source=scripts/dev-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
+cd "$ROOT"
+
+ITEMS="${BENCH_ITEMS:-2000}"
+RATE="${BENCH_RATE:-200}"
+RUNS="${BENCH_RUNS:-3}"
+BENCH="$DEV/bench"
+NODE_DIR="$BENCH/realtime"
+OUT="$BENCH/release-results.jsonl"
+RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)"
+
+command -v node >/dev/null || die "node is needed (Debian: apt-get install nodejs npm)"
+command -v psql >/dev/null || die "psql is needed (package postgresql-client)"
+mkdir -p "$NODE_DIR"
+if ! cmp -s scripts/bench/package.json "$NODE_DIR/package.json" ||
+  [ ! -d "$NODE_DIR/node_modules/socket.io-client" ]; then
+  log "Installing the Socket.IO client into ${NODE_DIR#"$ROOT"/}"
+  cp scripts/bench/package.json "$NODE_DIR/package.json"
+  (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund --no-package-lock >/dev/null)
+fi
+cp scripts/bench/release.js "$NODE_DIR/release.js"
+
+log "Bringing the stack up (scripts/dev-up.sh)"
+scripts/dev-up.sh >"$BENCH/release-dev-up.log" 2>&1 || {
+  tail -n 20 "$BENCH/release-dev-up.log" >&2
+  die "dev-up failed (log: .dev/bench/release-dev-up.log)"
+}
+
+seed_field() { node -e 'const s=require(process.argv[1]); console.log(process.argv[2].split(".").reduce((o,k)=>o[k],s))' "$DEV/seed.json" "$1"; }
+ORG_ID="$(seed_field org_id)"
+SLACK_ID="$(seed_field channels.slack.id)"
+EMAIL="$(seed_field expert.email)"
+PASSWORD="$(seed_field expert.password)"
+TOKEN="$(curl -fsS -m 10 -H 'Content-Type: application/json' \
+  --data-binary "$(node -e 'console.log(JSON.stringify({email: process.argv[1], password: process.argv[2]}))' "$EMAIL" "$PASSWORD")" \
+  "http://127.0.0.1:$LB_PORT/auth/login" | node -e 'let d="";process.stdin.on("data",c=>d+=c).on("end",()=>console.log(JSON.parse(d).token))')"
+psql_dev() { psql "postgres://postgres@127.0.0.1:$PG_PORT/switchboard" -XAtqc "$1"; }
+
+results=()
+for run in $(seq "$RUNS"); do
+  tag="bench-$RUN_ID-$run"
+  psql_dev "
+    WITH cu AS (
+      INSERT INTO customers (org_id, channel, external_id, display_name)
+      SELECT '$ORG_ID', 'slack', '$tag-' || i, 'Bench ' || i FROM generate_series(1, $ITEMS) i
+      RETURNING id),
+    conv AS (
+      INSERT INTO conversations (org_id, customer_id, channel, connection_id)
+      SELECT '$ORG_ID', cu.id, 'slack', '$SLACK_ID' FROM cu RETURNING id),
+    msg AS (
+      INSERT INTO messages (org_id, conversation_id, direction, author, body, channel, channel_message_id, reply_to)
+      SELECT '$ORG_ID', conv.id, 'inbound', 'customer', 'Where is my order?', 'slack', conv.id::text,
+             jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
+      FROM conv RETURNING conversation_id)
+    INSERT INTO expert_queue (org_id, conversation_id, draft_body, draft_confidence)
+    SELECT '$ORG_ID', conversation_id, 'It ships tomorrow.', 0.8 FROM msg" >/dev/null
+  psql_dev "SELECT q.id FROM expert_queue q JOIN conversations c ON c.id = q.conversation_id
+            JOIN customers cu ON cu.id = c.customer_id
+            WHERE cu.external_id LIKE '$tag-%' AND q.status = 'pending'" >"$BENCH/release-items.txt"
+  line="$(node "$NODE_DIR/release.js" "http://127.0.0.1:${POD_PORTS[0]}" "http://127.0.0.1:${POD_PORTS[1]}" \
+    "$TOKEN" "$RATE" "$BENCH/release-items.txt")"
+  line="$(node -e 'const r=JSON.parse(process.argv[1]); r.run=process.argv[2]; r.run_id=process.argv[3]; console.log(JSON.stringify(r))' "$line" "$run" "$RUN_ID")"
+  echo "$line" | tee -a "$OUT"
+  results+=("$line")
+done
+
+node -e '
+const rs = process.argv.slice(1).map(JSON.parse);
+const med = (k) => { const v = rs.map(r => r[k]).filter(x => x !== null).sort((a, b) => a - b); return v.length ? v[Math.floor(v.length / 2)] : null; };
+const span = (k) => { const v = rs.map(r => r[k]).filter(x => x !== null); return v.length ? `${Math.min(...v)}-${Math.max(...v)}` : "n/a"; };
+for (const k of ["achieved_rate", "http_p50_ms", "http_p99_ms", "cross_pod_p50_ms", "cross_pod_p99_ms", "errors"])
+  console.log(`${k.padEnd(18)} median ${med(k)}  (runs: ${span(k)})`);
+' "${results[@]}"

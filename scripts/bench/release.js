@@ -1,0 +1,96 @@
+// Release benchmark client (scripts/bench-release.sh). Connects one Socket.IO client to
+// each pod, then releases the given items at a fixed rate (open loop: a release is sent on
+// schedule whether or not earlier ones answered), alternating pods, each with a fresh
+// Idempotency-Key. For every release it records the HTTP latency, and the time from the
+// request's start to `agent_message_sent` for that item on the socket of the OTHER pod (the
+// event crosses pods through Postgres, the relay and Redis).
+// Usage: node release.js POD1_URL POD2_URL TOKEN RATE ITEMS_FILE  -> one JSON line on stdout
+const { io } = require("socket.io-client");
+const fs = require("fs");
+const crypto = require("crypto");
+
+const [pod1, pod2, token, rateArg, itemsFile] = process.argv.slice(2);
+const rate = Number(rateArg);
+const items = fs.readFileSync(itemsFile, "utf8").split("\n").filter(Boolean);
+const pods = [pod1, pod2];
+
+function connect(url) {
+  return new Promise((resolve, reject) => {
+    const s = io(url, { transports: ["websocket"], auth: { token }, reconnection: false });
+    s.on("connect", () => resolve(s));
+    s.on("connect_error", reject);
+  });
+}
+
+function pct(values, p) {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+(async () => {
+  const sockets = await Promise.all(pods.map(connect));
+  const started = new Map(); // item -> { t0, pod }
+  const crossPod = [];
+  sockets.forEach((sock, i) => {
+    sock.on("agent_message_sent", (data) => {
+      const s = started.get(data.queue_item_id);
+      if (s && s.pod !== i && s.cross === undefined) {
+        s.cross = performance.now() - s.t0;
+        crossPod.push(s.cross);
+      }
+    });
+  });
+  const http = [];
+  let errors = 0;
+  const interval = 1000 / rate;
+  const t0 = performance.now();
+  const inflight = items.map(
+    (item, n) =>
+      new Promise((resolve) => {
+        const due = t0 + n * interval;
+        setTimeout(async () => {
+          const pod = n % 2;
+          const begin = performance.now();
+          started.set(item, { t0: begin, pod });
+          try {
+            const r = await fetch(`${pods[pod]}/expert-queue/${item}/release`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${token}`, "idempotency-key": crypto.randomUUID() },
+            });
+            await r.arrayBuffer();
+            if (r.status !== 200) errors += 1;
+            // Latency from when the request was due: a late start counts (no coordinated omission).
+            http.push(performance.now() - due);
+          } catch (e) {
+            errors += 1;
+          }
+          resolve();
+        }, Math.max(0, due - performance.now()));
+      }),
+  );
+  await Promise.all(inflight);
+  const sendSeconds = (performance.now() - t0) / 1000;
+  const deadline = performance.now() + 10000;
+  while (crossPod.length < items.length - errors && performance.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  sockets.forEach((s) => s.close());
+  console.log(
+    JSON.stringify({
+      releases: items.length,
+      rate,
+      achieved_rate: +(items.length / sendSeconds).toFixed(1),
+      errors,
+      http_p50_ms: +pct(http, 50).toFixed(1),
+      http_p99_ms: +pct(http, 99).toFixed(1),
+      socket_events: crossPod.length,
+      cross_pod_p50_ms: crossPod.length ? +pct(crossPod, 50).toFixed(1) : null,
+      cross_pod_p99_ms: crossPod.length ? +pct(crossPod, 99).toFixed(1) : null,
+    }),
+  );
+  process.exit(0);
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
