@@ -35,3 +35,7 @@ bench-drain:
 # Release (F3) benchmark: release latency and release -> socket on the other pod.
 bench-release:
     scripts/bench-release.sh
+
+# Outbound dispatch benchmark: release -> provider call, against a fake provider.
+bench-outbound:
+    scripts/bench-outbound.sh

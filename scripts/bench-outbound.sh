@@ -5,6 +5,9 @@
 # with 503. Reports, per scenario:
 #   release -> provider call   p50/p99 from each release's scheduled time to the first call
 #                              the fake provider received for that reply
+#   release HTTP               p50/p99 of the release request itself (from its scheduled time)
+#   answer -> provider call    p50/p99 from the release's 200 to the first call (the dispatch
+#                              path alone: push, fetch, claim, send)
 #   release -> accepted call   p50/p99 to the call the provider accepted (includes retries)
 #   dispatch rate              replies accepted per second, first release to last acceptance
 #   duplicates                 replies the provider accepted more than once (must be 0)
@@ -144,12 +147,18 @@ def pct(values, p):
     values = sorted(values)
     return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 1)
 to_call = [first[i] - t for i, t in scheduled.items() if i in first]
+answered = doc["answered"]
+http = [answered[i] - t for i, t in scheduled.items()]
+answer_to_call = [first[i] - answered[i] for i in scheduled if i in first]
 to_ok = [accepted[i][0] - t for i, t in scheduled.items() if i in accepted]
 span_s = (max(a[0] for a in accepted.values()) - min(scheduled.values())) / 1000 if accepted else None
 print(json.dumps({
     "provider_ms": int(provider_ms), "fail_pct": int(fail), "target_rate": int(rate),
     "released": len(scheduled), "release_errors": doc["errors"],
     "release_to_call_p50_ms": pct(to_call, 50), "release_to_call_p99_ms": pct(to_call, 99),
+    "release_http_p50_ms": pct(http, 50), "release_http_p99_ms": pct(http, 99),
+    "answer_to_call_p50_ms": pct(answer_to_call, 50),
+    "answer_to_call_p99_ms": pct(answer_to_call, 99),
     "release_to_accepted_p50_ms": pct(to_ok, 50), "release_to_accepted_p99_ms": pct(to_ok, 99),
     "dispatch_rate_per_s": round(len(accepted) / span_s, 1) if span_s else None,
     "delivered": len(accepted), "failed": int(failed), "unsent": int(unsent),

@@ -79,6 +79,7 @@ for pod in "${PODS[@]}"; do
   pod_pidfiles+=("$DEV/$pod.pid")
 done
 stop_pids switchboard 30 "${pod_pidfiles[@]}"
+stop_pids switchboard 5 "$DEV/demo-providers.pid"
 # SIGTERM makes Redis shut down cleanly (AOF flushed); there are no RDB save points.
 stop_pids redis-server 10 "$DEV/redis.pid"
 

@@ -270,6 +270,35 @@ fi
 log "Applying migrations"
 with_env "$BIN" migrate >/dev/null
 
+# --- demo providers --------------------------------------------------------------------------
+# `switchboard demo-providers` is the agent and the Slack, Twilio, Telegram and Resend APIs of
+# the local stack: drafts depend on the message and replies are recorded, never sent to a real
+# provider. Its page is a customer simulator (signed webhooks through the load balancer, and
+# the replies each channel received). SB_REAL_PROVIDERS=1 leaves it out; SB_DEMO_PORT (4010).
+DEMO_PORT="${SB_DEMO_PORT:-4010}"
+DEMO_URL="http://127.0.0.1:$DEMO_PORT"
+if [ "${SB_REAL_PROVIDERS:-0}" != 1 ]; then
+  # .dev/env is rewritten at every run, so these lines are never doubled.
+  printf '%s\n' "AGENT_URL=$DEMO_URL/agent" "SLACK_API_BASE=$DEMO_URL/slack/api" \
+    "TWILIO_API_BASE=$DEMO_URL/twilio" "TELEGRAM_API_BASE=$DEMO_URL/telegram" \
+    "RESEND_API_BASE=$DEMO_URL/resend" >>"$DEV/env"
+  if pid_alive "$DEV/demo-providers.pid" switchboard; then
+    log "demo-providers already running (pid $(pid_of "$DEV/demo-providers.pid"))"
+  else
+    log "Starting demo-providers on $DEMO_URL"
+    (
+      set -a
+      # shellcheck source=/dev/null
+      . "$DEV/env"
+      set +a
+      exec setsid nohup "$BIN" demo-providers --port "$DEMO_PORT" --switchboard-url "$PUBLIC_URL" \
+        --pod-url "http://127.0.0.1:${POD_PORTS[0]}" --pod-url "http://127.0.0.1:${POD_PORTS[1]}" \
+        --seed "$SEED" >>"$DEV/demo-providers.log" 2>&1 </dev/null
+    ) &
+    echo "$!" >"$DEV/demo-providers.pid"
+  fi
+fi
+
 # Starts one pod detached from this shell (setsid: its own session, so the terminal's ^C
 # and hang-up never reach it). `exec` keeps the pid, so $! is the server's own pid.
 start_pod() {
@@ -345,3 +374,11 @@ fi
 wait_lb
 seed_demo with_env "$BIN"
 summary file
+# The console is served by the pods; log in with the demo expert.
+expert="$(json_leaves <"$SEED" | sed -n 's/^expert\.email=//p')"
+expert_password="$(json_leaves <"$SEED" | sed -n 's/^expert\.password=//p')"
+printf '  %-14s %s/   (log in as %s / %s)\n' "console" "$PUBLIC_URL" "$expert" "$expert_password"
+if [ "${SB_REAL_PROVIDERS:-0}" != 1 ]; then
+  printf '  %-14s %s/   (customer simulator; fake agent and providers, log .dev/demo-providers.log)\n' \
+    "demo providers" "$DEMO_URL"
+fi

@@ -24,13 +24,14 @@ PLAYWRIGHT_VERSION=1.65.1
 AXE_VERSION=4.14.1
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 artifacts="${SB_BROWSER_ARTIFACTS:-$PWD/.test/browser}"
-cache="${SB_BROWSER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/switchboard-browser}"
+cache="${SB_BROWSER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/switchboard-browser}"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/switchboard-browser.XXXXXX")"
 db="sb_browser_$$_$RANDOM"
 admin_url="$SB_TEST_DATABASE_URL"
 db_url="${admin_url%/*}/$db"
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   local f
   for f in "$work"/*.pid; do
@@ -104,6 +105,7 @@ TWILIO_API_BASE=$demo/twilio
 TELEGRAM_API_BASE=$demo/telegram
 RESEND_API_BASE=$demo/resend
 EOF
+# shellcheck source=/dev/null
 with_env() { (set -a && . "$work/env" && set +a && exec "$@"); }
 
 # Starts pod N (1 or 2) in the background; the test restarts a pod it killed with this.
@@ -133,7 +135,10 @@ haproxy -f "$work/haproxy.cfg" -D -p "$work/haproxy.pid" >"$work/haproxy.log" 2>
 ready() { curl -fsS -m 2 -o /dev/null "$1" 2>/dev/null; }
 for url in "$demo/health" "http://127.0.0.1:$pod1_port/ready" "http://127.0.0.1:$pod2_port/ready" \
   "http://127.0.0.1:$lb_port/ready"; do
-  for _ in $(seq 120); do ready "$url" && break || sleep 0.5; done
+  for _ in $(seq 120); do
+    if ready "$url"; then break; fi
+    sleep 0.5
+  done
   ready "$url" || {
     keep_logs=1
     tail -n 30 "$work"/*.log >&2

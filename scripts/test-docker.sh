@@ -152,20 +152,34 @@ check "the image defaults to APP_ENV=production" test "$env_app" = production
 export JWT_SECRET MASTER_ENCRYPTION_KEY SB_LB_PORT SB_POD1_PORT SB_POD2_PORT SB_PORT
 JWT_SECRET="$(head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MASTER_ENCRYPTION_KEY="$(head -c 32 /dev/urandom | base64 -w0)"
-SB_LB_PORT="$(sb_free_port)"
-SB_POD1_PORT="$(sb_free_port)"
-SB_POD2_PORT="$(sb_free_port)"
-SB_PORT="$(sb_free_port)"
-LB="http://127.0.0.1:$SB_LB_PORT"
+pick_ports() {
+  SB_LB_PORT="$(sb_free_port)"
+  SB_POD1_PORT="$(sb_free_port)"
+  SB_POD2_PORT="$(sb_free_port)"
+  SB_PORT="$(sb_free_port)"
+  LB="http://127.0.0.1:$SB_LB_PORT"
+}
+
+# Free ports can be taken between the pick and the bind (other test runs on this machine
+# pick theirs the same way): then pick again.
+up() { # up FILE
+  local attempt
+  for attempt in 1 2 3; do
+    pick_ports
+    COMPOSE_FILE_UP=$1
+    log "${COMPOSE[*]} -p $PROJECT -f $1 up -d (ports: lb $SB_LB_PORT, pods $SB_POD1_PORT $SB_POD2_PORT, single $SB_PORT)"
+    compose -f "$1" up -d --no-build >"$work/up.log" 2>&1 && return 0
+    grep -q 'address already in use' "$work/up.log" || break
+    log "A port was taken meanwhile (attempt $attempt); again with others"
+    compose -f "$1" down -v --remove-orphans >/dev/null 2>&1 || true
+  done
+  cat "$work/up.log" >&2
+  compose -f "$1" logs --no-color --tail 30 >&2 || true
+  return 1
+}
 
 step=$SECONDS
-COMPOSE_FILE_UP=$MULTI
-log "${COMPOSE[*]} -p $PROJECT -f $MULTI up -d (load balancer on $LB)"
-compose -f "$MULTI" up -d --no-build >"$work/up.log" 2>&1 || {
-  cat "$work/up.log" >&2
-  compose -f "$MULTI" logs --no-color --tail 30 >&2 || true
-  die "compose up failed"
-}
+up "$MULTI" || die "compose up failed"
 wait_http() { # wait_http URL SECONDS
   local deadline=$((SECONDS + $2))
   while [ "$SECONDS" -lt "$deadline" ]; do
@@ -201,7 +215,8 @@ command -v npm >/dev/null || missing+=(npm)
 cp scripts/docker/package.json "$node_dir/"
 (cd "$node_dir" && npm install --silent --no-audit --no-fund >/dev/null 2>&1) ||
   die "npm install socket.io-client failed"
-export SMOKE_LB="$LB" SMOKE_SEED="$work/seed.json" SMOKE_NODE_DIR="$node_dir"
+export SMOKE_LB="$LB" SMOKE_SEED="$work/seed.json" SMOKE_NODE_DIR="$node_dir" \
+  SMOKE_KILL_FILE="$work/killed-at"
 smoke() { node scripts/docker/smoke.js "$@"; }
 # Background load: a simple command, so $! is node itself and SIGTERM reaches it.
 load_start() { # load_start RATE SECONDS OUTFILE
@@ -255,22 +270,24 @@ wait_count() { # wait_count SQL WANT SECONDS
 check "the webhook became a message row" \
   wait_count "SELECT count(*) FROM messages WHERE org_id = '$org'" "$((messages_before + 1))" 30
 
-# 3. A pod crashes. `docker kill` counts as a manual stop, after which Docker never applies
-# the restart policy (moby's killWithSignal marks the container stopped by hand), so the
-# crash is a SIGKILL of the pod's process from outside, as the kernel's OOM killer would send.
+# 3. A pod crashes. Not with `docker kill`: Docker records a killed container as stopped by
+# hand and then never applies the restart policy (docs/OPERATIONS.md, "Docker"). A crash is
+# the pod's process dying under Docker, here by a SIGKILL from outside as the OOM killer
+# would send it.
 pod1="$(cid pod-1)"
 load_start 20 12 "$work/kill-load.json"
 sleep 3
-log "Crashing pod-1 (SIGKILL to pid $(docker inspect -f '{{.State.Pid}}' "$pod1"))"
-kill -KILL "$(docker inspect -f '{{.State.Pid}}' "$pod1")"
+pid1="$(docker inspect -f '{{.State.Pid}}' "$pod1")"
+log "Crashing pod-1 (SIGKILL to its process, pid $pid1 on this host)"
+date +%s%3N >"$SMOKE_KILL_FILE"
+kill -KILL "$pid1"
 wait "$load_pid" || true
 kill_load="$(cat "$work/kill-load.json")"
-# The one request in flight on the pod when it died may fail (the provider retries it);
-# every other webhook must be accepted.
-accepted="$(printf '%s' "$kill_load" | sed -n 's/.*"accepted":\([0-9]*\).*/\1/p')"
-total="$(printf '%s' "$kill_load" | sed -n 's/.*"total":\([0-9]*\).*/\1/p')"
+rm -f "$SMOKE_KILL_FILE"
+# Only the webhooks in flight on the pod when it died may fail (never acknowledged, so the
+# provider retries them); every other one must be accepted.
 check "webhooks keep being accepted while a pod is down: $kill_load" \
-  test "${accepted:-0}" -ge "$((${total:-1} - 1))" -a "${total:-0}" -ge 200
+  grep -q '"ok":true' "$work/kill-load.json"
 restarts=""
 for _ in $(seq 100); do
   restarts="$(docker inspect -f '{{.RestartCount}} {{.State.Status}}' "$pod1")"
@@ -324,12 +341,9 @@ check "down leaves nothing of the two-pod stack ($left)" test "$left" = "0 conta
 # --- the one-pod stack ------------------------------------------------------------------------
 
 step=$SECONDS
-COMPOSE_FILE_UP=$SINGLE
-if compose -f "$SINGLE" up -d --no-build >"$work/up1.log" 2>&1 &&
-  wait_http "http://127.0.0.1:$SB_PORT/ready" 60; then
+if up "$SINGLE" && wait_http "http://127.0.0.1:$SB_PORT/ready" 60; then
   ok "docker-compose.yml: one pod ready on :$SB_PORT ($(elapsed "$step"))"
 else
-  cat "$work/up1.log" >&2
   compose -f "$SINGLE" logs --no-color --tail 30 >&2 || true
   not_ok "docker-compose.yml did not come up"
 fi

@@ -177,9 +177,11 @@ function render(): void {
     shell.detail.dispose();
     shell.detail = null;
   }
+  let opened = false;
   if (id && !shell.detail) {
     shell.detail = detailPane(shell.store, id, { isAdmin: role() === "admin", back: () => go("#/queue") });
     shell.queue.list.setActive(id);
+    opened = true;
   }
   const layout = h(
     "div",
@@ -190,6 +192,7 @@ function render(): void {
   mount(shell.main, layout);
   shell.queue.list.render();
   if (!shell.detail) shell.queue.list.el.focus({ preventScroll: true });
+  else if (opened) shell.detail.focus();
 }
 
 function onKey(e: KeyboardEvent): void {
@@ -223,7 +226,6 @@ function onKey(e: KeyboardEvent): void {
       x: () => detail.run("resolve"),
       o: () => detail.run("reopen"),
       e: () => detail.focusComposer(),
-      r: () => detail.run("release"),
       s: () => detail.run("snooze"),
     };
     if (!(key in actions)) return;

@@ -26,6 +26,7 @@ export interface Filters {
   search: string;
 }
 
+const FIRST_PAGE = 50;
 const PAGE = 200;
 /** The working set stops growing here; the list says so. */
 export const WORKING_SET_CAP = 20_000;
@@ -104,7 +105,8 @@ export class QueueStore {
     this.complete = false;
     this.capped = false;
     this.error = null;
-    const first = await api<Page<Item>>("GET", `/expert-queue?org_id=${this.orgId}&order=waiting&limit=${PAGE}`);
+    // A small first page puts rows on screen at once; larger pages follow in the background.
+    const first = await api<Page<Item>>("GET", `/expert-queue?org_id=${this.orgId}&order=waiting&limit=${FIRST_PAGE}`);
     for (const item of first.items) this.open.set(item.id, item);
     this.changed();
     if (!first.next_cursor) {

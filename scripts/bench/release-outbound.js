@@ -1,8 +1,8 @@
 // Release driver for scripts/bench-outbound.sh: releases the items in ITEMS_FILE at a fixed
 // rate (open loop: each release is sent on schedule whether or not earlier ones answered),
 // alternating between the two pods, with the body `bench <item id>` so the fake provider's
-// log names the item. Prints one JSON line: {item: scheduled epoch ms} for every release
-// that was answered 200, plus the error count.
+// log names the item. Prints one JSON line: `scheduled` and `answered` ({item: epoch ms},
+// for every release answered 200) and the error count.
 // Usage: node release-outbound.js POD1_URL POD2_URL TOKEN RATE ITEMS_FILE
 const http = require("http");
 const fs = require("fs");
@@ -39,6 +39,7 @@ function release(base, item) {
 
 (async () => {
   const scheduled = {};
+  const answered = {};
   let errors = 0;
   const start = performance.timeOrigin + performance.now() + 50;
   const interval = 1000 / rate;
@@ -49,12 +50,14 @@ function release(base, item) {
           const due = start + n * interval;
           setTimeout(async () => {
             const status = await release(n % 2 === 0 ? pod1 : pod2, item);
-            if (status === 200) scheduled[item] = due;
-            else errors += 1;
+            if (status === 200) {
+              scheduled[item] = due;
+              answered[item] = performance.timeOrigin + performance.now();
+            } else errors += 1;
             resolve();
           }, Math.max(0, due - (performance.timeOrigin + performance.now())));
         }),
     ),
   );
-  console.log(JSON.stringify({ scheduled, errors }));
+  console.log(JSON.stringify({ scheduled, answered, errors }));
 })();

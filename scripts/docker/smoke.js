@@ -6,7 +6,11 @@
 //   webhook-socket            an expert's Socket.IO client (websocket, auth {token}) gets
 //                             message_created for a signed Slack webhook sent afterwards
 //   load RATE SECONDS         signed Slack webhooks at RATE/s for SECONDS (or until SIGTERM),
-//                             one new event each; counts answers by status and by pod
+//                             one new event each; counts answers by status and by pod. With
+//                             SMOKE_KILL_FILE (a file the caller writes the epoch ms of a pod
+//                             crash into), a request that was in flight at that instant may
+//                             fail (its pod died under it; the provider retries it); any
+//                             other failure fails the run
 //
 // Environment: SMOKE_LB (http://127.0.0.1:PORT), SMOKE_SEED (the JSON `switchboard admin
 // seed-demo` printed), SMOKE_NODE_DIR (where node_modules/socket.io-client is).
@@ -120,11 +124,12 @@ async function load(rate, seconds) {
     const wait = due - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     if (stop) break;
+    const sentAt = Date.now();
     const p = slackWebhook(`load ${i}`).then((r) => {
       counts[r.status] = (counts[r.status] || 0) + 1;
       if (r.pod) pods[r.pod] = (pods[r.pod] || 0) + 1;
-      if (r.status !== 200 && failures.length < 20) {
-        failures.push({ at_ms: Date.now() - start, status: r.status, error: r.error, body: (r.body || '').slice(0, 200) });
+      if (r.status !== 200) {
+        failures.push({ sent_at: sentAt, done_at: Date.now(), status: r.status, error: r.error, body: (r.body || '').slice(0, 200) });
       }
       inflight.delete(p);
     });
@@ -132,8 +137,20 @@ async function load(rate, seconds) {
   }
   await Promise.all(inflight);
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
-  const bad = total - (counts[200] || 0);
-  done(bad === 0, { step: 'load', rate, seconds: (Date.now() - start) / 1000, total, accepted: counts[200] || 0, counts, pods, failures });
+  let killAt = null;
+  if (process.env.SMOKE_KILL_FILE && fs.existsSync(process.env.SMOKE_KILL_FILE)) {
+    killAt = Number(fs.readFileSync(process.env.SMOKE_KILL_FILE, 'utf8').trim());
+  }
+  // In flight at the crash: sent before it (the kill command's own latency allowed for) and
+  // answered after it.
+  const atKill = (f) => killAt !== null && f.sent_at <= killAt + 100 && f.done_at >= killAt;
+  const inFlightAtKill = failures.filter(atKill).length;
+  const otherFailures = failures.length - inFlightAtKill;
+  done(otherFailures === 0, {
+    step: 'load', rate, seconds: (Date.now() - start) / 1000, total, accepted: counts[200] || 0,
+    failed_in_flight_at_kill: inFlightAtKill, failed_otherwise: otherFailures, counts, pods,
+    failures: failures.slice(0, 10).map((f) => ({ ...f, sent_ms: f.sent_at - start, done_ms: f.done_at - start })),
+  });
 }
 
 const [cmd, a, b] = process.argv.slice(2);

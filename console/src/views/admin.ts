@@ -182,11 +182,14 @@ export function deadLettersScreen(root: HTMLElement, orgId: string): void {
     ["", "queued", "retrying", "dead", "resolved"].map((s) => h("option", { value: s, text: s || "All states" })),
   );
 
-  async function load(): Promise<void> {
+  let generation = 0;
+  async function load(notice = ""): Promise<void> {
     const q = filter.value ? `&status=${filter.value}` : "";
+    const mine = ++generation;
     try {
       const page = await api<Page<DeadLetter>>("GET", `/dead-letters?org_id=${orgId}&limit=100${q}`);
-      status.textContent = `${page.items.length}${page.next_cursor ? "+" : ""} dead letter${page.items.length === 1 ? "" : "s"}`;
+      if (mine !== generation) return; // a newer filter's answer wins
+      status.textContent = `${notice}${page.items.length}${page.next_cursor ? "+" : ""} dead letter${page.items.length === 1 ? "" : "s"}`;
       mount(
         list,
         table(
@@ -212,13 +215,14 @@ export function deadLettersScreen(root: HTMLElement, orgId: string): void {
                     click: async (e) => {
                       const b = e.currentTarget as HTMLButtonElement;
                       b.disabled = true;
+                      let notice: string;
                       try {
                         await act(`/dead-letters/${d.id}/retry`, `${d.status}|${d.retries}`);
-                        status.textContent = "Retry queued.";
+                        notice = "Retry queued. ";
                       } catch (err) {
-                        status.textContent = `Could not retry: ${(err as Error).message}`;
+                        notice = `Could not retry: ${(err as Error).message}. `;
                       }
-                      void load();
+                      void load(notice);
                     },
                   },
                 }),
@@ -285,11 +289,14 @@ export function inboundScreen(root: HTMLElement, orgId: string): void {
     }
   }
 
-  async function load(): Promise<void> {
+  let generation = 0;
+  async function load(notice = ""): Promise<void> {
     const q = filter.value ? `&status=${filter.value}` : "";
+    const mine = ++generation;
     try {
       const page = await api<Page<InboundEvent>>("GET", `/inbound-events?org_id=${orgId}&limit=100${q}`);
-      status.textContent = `${page.items.length}${page.next_cursor ? "+" : ""} event${page.items.length === 1 ? "" : "s"}`;
+      if (mine !== generation) return; // a newer filter's answer wins
+      status.textContent = `${notice}${page.items.length}${page.next_cursor ? "+" : ""} event${page.items.length === 1 ? "" : "s"}`;
       mount(
         list,
         table(
@@ -314,13 +321,14 @@ export function inboundScreen(root: HTMLElement, orgId: string): void {
                   disabled: e.status === "processing",
                   on: {
                     click: async () => {
+                      let notice: string;
                       try {
                         await act(`/inbound-events/${e.id}/replay`, `${e.status}|${e.attempts}`);
-                        status.textContent = "Replay queued.";
+                        notice = "Replay queued. ";
                       } catch (err) {
-                        status.textContent = `Could not replay: ${(err as Error).message}`;
+                        notice = `Could not replay: ${(err as Error).message}. `;
                       }
-                      void load();
+                      void load(notice);
                     },
                   },
                 }),

@@ -30,6 +30,7 @@ export interface DetailPane {
   run(action: ActionName): void;
   focusComposer(): void;
   focusSnooze(): void;
+  focus(): void;
   onEvent(event: string, data: Record<string, unknown>): void;
   dispose(): void;
 }
@@ -104,7 +105,14 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     snoozeInput,
   );
   const composeBox = h("div", { class: "compose" }, composerLabel, draftInfo, composer, actions, snoozeRow);
-  const el = h("section", { class: "detail", "aria-label": "Conversation", "data-item": itemId }, header, banner, history, composeBox);
+  const el = h(
+    "section",
+    { class: "detail", tabIndex: -1, "aria-label": "Conversation", "data-item": itemId },
+    header,
+    banner,
+    history,
+    composeBox,
+  );
 
   const observer = new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting)) void loadOlder();
@@ -118,6 +126,10 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
       render();
     }
   });
+
+  function fact(term: string, value: Node | string): HTMLElement {
+    return h("div", { class: "fact" }, h("dt", { text: term }), h("dd", {}, value));
+  }
 
   function say(text: string | null, kind: "error" | "info" = "error"): void {
     banner.hidden = !text;
@@ -144,20 +156,15 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
       h(
         "dl",
         { class: "facts" },
-        h("dt", { text: "Status" }),
-        h("dd", {}, h("span", { class: `chip chip-${item.status}`, id: "detail-status", text: STATUS_LABEL[item.status] })),
-        h("dt", { text: "Customer" }),
-        h("dd", { text: item.customer.external_id }),
-        h("dt", { text: "Waiting" }),
-        h("dd", { text: ago(item.created_at) }),
-        holder ? h("dt", { text: "Held by" }) : null,
-        holder ? h("dd", { id: "detail-holder", text: holder }) : null,
-        sla !== null ? h("dt", { text: "SLA" }) : null,
+        fact("Status", h("span", { class: `chip chip-${item.status}`, id: "detail-status", text: STATUS_LABEL[item.status] })),
+        item.flagged ? fact("Review", h("span", { class: "flag", id: "detail-flag", text: "⚑ flagged: the agent did not answer" })) : null,
+        fact("Customer", item.customer.external_id),
+        fact("Waiting", ago(item.created_at)),
+        holder ? fact("Held by", h("span", { id: "detail-holder", text: holder })) : null,
         sla !== null
-          ? h("dd", { class: sla < 0 ? "overdue" : "", text: sla < 0 ? `overdue by ${duration(-sla)}` : `due in ${duration(sla)}` })
+          ? fact("SLA", h("span", { class: sla < 0 ? "overdue" : "", text: sla < 0 ? `overdue by ${duration(-sla)}` : `due in ${duration(sla)}` }))
           : null,
-        item.snoozed_until ? h("dt", { text: "Snoozed until" }) : null,
-        item.snoozed_until ? h("dd", { text: clock(item.snoozed_until) }) : null,
+        item.snoozed_until ? fact("Snoozed until", clock(item.snoozed_until)) : null,
       ),
     );
   }
@@ -167,6 +174,16 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     const draft = item.draft;
     const name = item.customer.display_name || item.customer.external_id;
     composerLabel.textContent = mode === "own" ? `Your reply to ${name}` : `Reply to ${name} (agent draft, editable)`;
+    if (item.status !== "pending" && item.status !== "claimed") {
+      // Nothing to answer now: the last reply went out, or the item is parked or closed.
+      composerLabel.textContent = `Reply to ${name}`;
+      mount(draftInfo, h("span", { text: `No reply is due: the item is ${STATUS_LABEL[item.status].toLowerCase()}. Reopen it to answer again.` }));
+      composer.value = "";
+      dirty = false;
+      lastDraft = null;
+      mode = "draft";
+      return;
+    }
     if (mode === "draft") {
       if (draft && draft.fallback) {
         mount(
@@ -210,7 +227,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     const mine = item.claimed_by === me;
     const text = composer.value.trim();
     const edited = mode === "draft" && item.draft !== null && composer.value !== item.draft.text;
-    const sendLabel = mode === "own" ? "Send reply" : edited ? "Release edited" : "Release";
+    const sendLabel = mode === "own" ? "Send reply" : edited && open ? "Release edited" : "Release";
     mount(
       actions,
       s === "claimed" && mine ? button("unclaim", "Unclaim", "U", true) : button("claim", "Claim", "C", s === "pending" || (s === "claimed" && !mine)),
@@ -432,6 +449,12 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
       } finally {
         busy = null;
         render();
+        // Keep the shortcuts working: focus left in a field that is now disabled or done
+        // with goes to the conversation.
+        const focused = document.activeElement;
+        if (focused === snoozeInput || focused === document.body || (focused === composer && composer.disabled)) {
+          el.focus({ preventScroll: true });
+        }
       }
     })();
   }
@@ -484,6 +507,8 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
 
   render();
   void loadConversation();
+  // Waiting times and the SLA move on by themselves.
+  const tick = window.setInterval(renderHeader, 30_000);
 
   return {
     el,
@@ -491,9 +516,11 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     run,
     focusComposer: () => composer.focus(),
     focusSnooze: () => snoozeInput.focus(),
+    focus: () => el.focus({ preventScroll: true }),
     onEvent,
     dispose: () => {
       disposed = true;
+      window.clearInterval(tick);
       observer.disconnect();
       unsubscribe();
     },

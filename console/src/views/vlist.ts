@@ -84,7 +84,9 @@ export class VirtualList<T> {
   move(delta: number): void {
     if (this.items.length === 0) return;
     const current = this.activeKey ? this.items.findIndex((i) => this.opts.key(i) === this.activeKey) : -1;
-    const next = Math.min(this.items.length - 1, Math.max(0, current < 0 ? 0 : current + delta));
+    // Nothing active yet: moving down starts at the top, moving up at the bottom.
+    const from = current >= 0 ? current : delta > 0 ? -1 : this.items.length;
+    const next = Math.min(this.items.length - 1, Math.max(0, from + delta));
     this.setActive(this.opts.key(this.items[next]));
   }
 

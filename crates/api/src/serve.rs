@@ -6,6 +6,7 @@
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -29,7 +30,7 @@ pub(crate) async fn serve(
         let stream = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait rather than spin.
                     tracing::warn!(error = %e, "accept failed");
@@ -38,13 +39,17 @@ pub(crate) async fn serve(
                 }
             },
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let shutdown = shutdown.clone();
         let open = open_rx.clone();
         tokio::spawn(async move {
+            // The peer's address, for the client address of rate limits (`protection`).
             let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-                router.clone().oneshot(request.map(Body::new))
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(ConnectInfo(peer));
+                router.clone().oneshot(request)
             });
             let mut builder = Builder::new(TokioExecutor::new());
             builder

@@ -11,17 +11,18 @@ use std::time::Duration;
 use switchboard_config::{AppEnv, Config, Violation};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
+use switchboard_flows::alerts::Alerts;
+use crate::protection::Protection;
+use crate::protection::backpressure::Backpressure;
+use crate::protection::limiter::RateLimiter;
 use switchboard_flows::agent::AgentClient;
 use switchboard_flows::dispatch::{self, Dispatcher};
 use switchboard_flows::email_body::EmailBodies;
 use switchboard_flows::faults::Faults;
 use switchboard_flows::inbound::InboxPolicy;
-use switchboard_flows::inbox_retention::{self, RetentionConfig};
 use switchboard_flows::intake::Intake;
-use switchboard_flows::outbox_sweeper::{self, OutboxSweepConfig};
 use switchboard_flows::pressure::AcceptLoad;
 use switchboard_flows::queue::{InboundQueue, OutboundQueue};
-use switchboard_flows::sweeper::{self, SweepConfig};
 use switchboard_flows::upkeep;
 use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenClaims, TokenError};
 use switchboard_store::StoreError;
@@ -116,6 +117,12 @@ impl App {
             ),
             _ => tracing::warn!("Postgres unreachable at start-up; /ready will report it"),
         }
+        violations.extend(crate::scheduled::schedule_violations(&config));
+        let proxies = crate::protection::client_ip::TrustedProxies::parse(&config.trusted_proxies)
+            .unwrap_or_else(|e| {
+                violations.push(e);
+                Default::default()
+            });
         if !violations.is_empty() {
             return Err(StartError::Violations(violations));
         }
@@ -149,6 +156,17 @@ impl App {
             faults: faults(&config)?,
         };
         let inbound = InboundQueue::inbound(&redis);
+        let alerts = Alerts::new(
+            db.clone(),
+            redis.clone(),
+            Duration::from_secs(config.alert_window_secs),
+            &config.pod_id(),
+        );
+        let protection = Protection {
+            limiter: RateLimiter::new(&config, redis.clone(), alerts.clone()),
+            pressure: Backpressure::new(&config),
+            proxies,
+        };
         let state = AppState::new(AppStateInner {
             connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
             intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
@@ -161,6 +179,8 @@ impl App {
             redis,
             lifecycle,
             realtime,
+            protection,
+            alerts,
         });
         crate::metrics::install();
         Ok(App { state })
@@ -284,21 +304,10 @@ fn spawn_background(state: &AppState) {
     let token = state.lifecycle.shutdown_token();
     let tracker = state.lifecycle.tasks();
     state.realtime.spawn_background(token.clone(), tracker);
+    // The promoter stays a per-pod 100 ms timer, not a scheduled job: see
+    // `switchboard_flows::jobs::housekeeping`.
     upkeep::spawn_promoter(state.inbound.queue_ref(), token.clone(), tracker);
     upkeep::spawn_promoter(state.flows.outbound.queue_ref(), token.clone(), tracker);
-    outbox_sweeper::spawn(
-        state.db.clone(),
-        state.flows.outbound.clone(),
-        OutboxSweepConfig {
-            interval: Duration::from_millis(config.outbox_sweep_interval_ms.max(100)),
-            grace: Duration::from_secs(config.outbox_grace_secs),
-            batch: 500,
-            idempotency_ttl: Duration::from_secs(config.idempotency_ttl_hours.max(24) * 3600),
-        },
-        identity.clone(),
-        token.clone(),
-        tracker,
-    );
     // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
     if config.worker_concurrency > 0 {
         state.inbound.spawn_workers(
@@ -325,28 +334,9 @@ fn spawn_background(state: &AppState) {
         tracker,
     );
     dispatch::spawn_gauges(state.flows.clone(), token.clone(), tracker);
-    sweeper::spawn(
-        state.db.clone(),
-        state.inbound.clone(),
-        SweepConfig {
-            interval: Duration::from_millis(config.inbox_sweep_interval_ms.max(100)),
-            grace: Duration::from_secs(config.inbox_grace_secs),
-            batch: config.inbox_sweep_batch,
-        },
-        identity.clone(),
-        token.clone(),
-        tracker,
-    );
-    inbox_retention::spawn(
-        state.db.clone(),
-        RetentionConfig {
-            interval: Duration::from_millis(config.inbox_prune_interval_ms.max(100)),
-            retention: Duration::from_secs(config.inbox_retention_days.saturating_mul(86_400)),
-        },
-        identity,
-        token,
-        tracker,
-    );
+    // Every periodic job, once per slot across pods (AA2).
+    crate::scheduled::build(state, &identity).spawn(token, tracker);
+    crate::sampler::spawn(state.clone());
 }
 
 /// A running pod.

@@ -56,4 +56,8 @@ pub struct AppStateInner {
     pub flows: Deps,
     /// Socket.IO, its Redis adapter and the emitter the flows use.
     pub realtime: Realtime,
+    /// Rate limits, backpressure and proxy trust.
+    pub protection: crate::protection::Protection,
+    /// Alerts, raised once per window across pods.
+    pub alerts: switchboard_flows::alerts::Alerts,
 }

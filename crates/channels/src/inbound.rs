@@ -3,7 +3,7 @@
 //! [`Channel`]; adding a fifth channel means one new module and one arm in [`channel`].
 
 use serde_json::Value;
-use switchboard_store::model::ChannelKind;
+use switchboard_domain::ChannelKind;
 
 use crate::{email::Email, slack::Slack, telegram::Telegram, twilio::Twilio};
 

@@ -17,7 +17,7 @@ pub use inbound::{
 };
 
 use serde_json::Value;
-use switchboard_store::model::ChannelKind;
+use switchboard_domain::ChannelKind;
 
 /// The secret fields each channel's connection must carry (SPEC §9), all non-empty strings.
 pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {

@@ -118,7 +118,7 @@ mod tests {
 
     fn run(h: &http::HeaderMap, body: &str) -> Result<Verified, InboundError> {
         crate::verify_and_parse(
-            switchboard_store::model::ChannelKind::Slack,
+            switchboard_domain::ChannelKind::Slack,
             &secrets(),
             &request(h, body.as_bytes(), "https://x/webhooks/slack/1"),
         )

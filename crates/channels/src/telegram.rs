@@ -99,7 +99,7 @@ fn message(msg: &Value) -> Result<Option<InboundMessage>, InboundError> {
 mod tests {
     use super::*;
     use crate::test_support::{event, headers, request};
-    use switchboard_store::model::ChannelKind;
+    use switchboard_domain::ChannelKind;
 
     const TOKEN: &str = "s3cr3t-token_value";
     const MSG: &str = r#"{"update_id":10001,"message":{"message_id":7,"date":1700000000,"from":{"id":555,"is_bot":false,"first_name":"Ada","last_name":"Lovelace","username":"ada"},"chat":{"id":-100200,"type":"private"},"text":"hello bot"}}"#;

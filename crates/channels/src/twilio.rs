@@ -109,7 +109,7 @@ impl Channel for Twilio {
 mod tests {
     use super::*;
     use crate::test_support::{b64, event, headers, hmac_sha1, request};
-    use switchboard_store::model::ChannelKind;
+    use switchboard_domain::ChannelKind;
 
     const URL: &str = "https://sb.example.com/webhooks/whatsapp/42?x=1";
     const TOKEN: &str = "tok_secret";

@@ -8,14 +8,17 @@
 
 mod invariants;
 mod load;
+mod rate;
 mod redact;
 
 pub use invariants::Violation;
 pub use load::{ConfigError, load, load_from};
+pub use rate::{RateSpec, parse_rate};
 pub use redact::redact_url;
 
 use secrecy::SecretString;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 use url::Url;
@@ -228,7 +231,83 @@ pub struct Config {
     /// died there, so a test can kill it at exactly that point.
     #[serde(default)]
     pub fault_inject: Option<String>,
+    /// Schedules of the scheduled jobs by job name (`SCHEDULE_{JOB}`, e.g.
+    /// `SCHEDULE_DAILY_SUMMARY`): a cron expression with seconds (`sec min hour dom month
+    /// dow`; five fields mean second 0) or `@every <n>ms|s|m|h`. See [`Config::schedule`].
+    #[serde(default)]
+    pub schedules: BTreeMap<String, String>,
+    /// How long a scheduled run holds its slot before another pod may retry it; renewed
+    /// every third of it while the job runs (`SCHEDULER_LEASE_MS`).
+    pub scheduler_lease_ms: u64,
+    /// How long `cron_runs` rows are kept (`SCHEDULER_HISTORY_HOURS`).
+    pub scheduler_history_hours: u64,
+    /// Jobs (comma separated) that do not run their latest missed slot at start-up
+    /// (`SCHEDULER_SKIP_MISSED`); every other job does.
+    #[serde(default)]
+    pub scheduler_skip_missed: String,
+    /// An alert is raised at most once per kind and subject in this window across all pods
+    /// (`ALERT_WINDOW_SECS`).
+    pub alert_window_secs: u64,
+    /// Timeout of the `agent-health` probe (`AGENT_HEALTH_TIMEOUT_MS`).
+    pub agent_health_timeout_ms: u64,
+    /// Rate-limit policies by route group (`RATE_LIMIT_{POLICY}`): `<n>/<period>` such as
+    /// `600/min`, `10/15min`, `5/s`, or `off`. See [`RATE_LIMIT_POLICIES`].
+    #[serde(default)]
+    pub rate_limits: BTreeMap<String, String>,
+    /// Policies (comma separated, or `all`) that only count and log `would-have-blocked`
+    /// and never refuse (`RATE_LIMIT_SHADOW`).
+    #[serde(default)]
+    pub rate_limit_shadow: String,
+    /// How long a rate-limit decision waits for Redis before the pod decides alone
+    /// (`RATE_LIMIT_REDIS_TIMEOUT_MS`).
+    pub rate_limit_redis_timeout_ms: u64,
+    /// Peers (comma-separated addresses or CIDR ranges) whose `X-Forwarded-For` is believed
+    /// (`TRUSTED_PROXIES`); empty: the client is always the socket's peer.
+    #[serde(default)]
+    pub trusted_proxies: String,
+    /// Requests one pod serves at once before it answers 503 `backpressure`; 0 is no
+    /// limit (`MAX_IN_FLIGHT`). `/health`, `/ready` and `/metrics` are never refused.
+    pub max_in_flight: usize,
+    /// Waiting `channel-inbound` jobs at which webhooks get 503 `backpressure`; 0 never
+    /// (`BACKPRESSURE_INBOUND_DEPTH`).
+    pub backpressure_inbound_depth: usize,
+    /// Waiting `channel-outbound` jobs at which releases, replies and dead-letter retries get
+    /// 503 `backpressure`; 0 never (`BACKPRESSURE_OUTBOUND_DEPTH`).
+    pub backpressure_outbound_depth: usize,
+    /// How often each pod samples the queue depths (and the shared agent health) for
+    /// backpressure and `/metrics` (`BACKPRESSURE_SAMPLE_MS`).
+    pub backpressure_sample_ms: u64,
 }
+
+/// Every scheduled job (the `cron_runs.job` names).
+pub const SCHEDULED_JOBS: &[&str] = &[
+    "inbox-sweeper",
+    "outbox-sweeper",
+    "dead-letters",
+    "inbox-retention",
+    "events-retention",
+    "idempotency-expiry",
+    "queue-upkeep",
+    "scheduler-prune",
+    "snooze-resurface",
+    "backlog-alert",
+    "agent-health",
+    "daily-summary",
+    "weekly-report",
+    "review-summary",
+];
+
+/// Every rate-limit policy (route groups).
+pub const RATE_LIMIT_POLICIES: &[&str] = &[
+    "default",
+    "login_ip",
+    "login_email",
+    "webhook_slack",
+    "webhook_whatsapp",
+    "webhook_telegram",
+    "webhook_email",
+    "socket",
+];
 
 impl Config {
     /// The drain delay as a [`Duration`].
@@ -266,6 +345,45 @@ impl Config {
             })
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "pod".to_owned())
+    }
+
+    /// The schedule of scheduled job `job`: `SCHEDULE_{JOB}`, else the defaults file; the
+    /// sweepers that had an interval setting (`INBOX_SWEEP_INTERVAL_MS`,
+    /// `OUTBOX_SWEEP_INTERVAL_MS`, `DEAD_LETTER_INTERVAL_MS`, `INBOX_PRUNE_INTERVAL_MS`) keep
+    /// it as their default, `@every <interval>ms`.
+    pub fn schedule(&self, job: &str) -> Option<String> {
+        if let Some(s) = self.schedules.get(job).filter(|s| !s.trim().is_empty()) {
+            return Some(s.clone());
+        }
+        let every = match job {
+            "inbox-sweeper" => self.inbox_sweep_interval_ms,
+            "outbox-sweeper" => self.outbox_sweep_interval_ms,
+            "dead-letters" => self.dead_letter_interval_ms,
+            "inbox-retention" => self.inbox_prune_interval_ms,
+            _ => return None,
+        };
+        Some(format!("@every {}ms", every.max(100)))
+    }
+
+    /// Whether `job` runs its latest missed slot at start-up.
+    pub fn catches_up(&self, job: &str) -> bool {
+        !self
+            .scheduler_skip_missed
+            .split(',')
+            .any(|j| j.trim() == job)
+    }
+
+    /// The rate-limit policy `name`'s setting (`off` when unset).
+    pub fn rate_limit(&self, name: &str) -> &str {
+        self.rate_limits.get(name).map_or("off", |s| s.trim())
+    }
+
+    /// Whether policy `name` runs in shadow mode.
+    pub fn rate_limit_shadowed(&self, name: &str) -> bool {
+        self.rate_limit_shadow
+            .split(',')
+            .map(str::trim)
+            .any(|p| p == name || p == "all")
     }
 
     /// The public webhook URL for a connection, as given to the provider.

@@ -74,6 +74,25 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("dead_letter_interval_ms", Kind::Parsed),
     ("dead_letter_backoff_ms", Kind::Parsed),
     ("fault_inject", Kind::Verbatim),
+    ("scheduler_lease_ms", Kind::Parsed),
+    ("scheduler_history_hours", Kind::Parsed),
+    ("scheduler_skip_missed", Kind::Verbatim),
+    ("alert_window_secs", Kind::Parsed),
+    ("agent_health_timeout_ms", Kind::Parsed),
+    ("rate_limit_shadow", Kind::Verbatim),
+    ("rate_limit_redis_timeout_ms", Kind::Parsed),
+    ("trusted_proxies", Kind::Verbatim),
+    ("max_in_flight", Kind::Parsed),
+    ("backpressure_inbound_depth", Kind::Parsed),
+    ("backpressure_outbound_depth", Kind::Parsed),
+    ("backpressure_sample_ms", Kind::Parsed),
+];
+
+/// Tables whose entries are set one variable each: `SCHEDULE_{JOB}` (job names upper-cased,
+/// `-` as `_`) and `RATE_LIMIT_{POLICY}`.
+const ENV_TABLES: &[(&str, &str, &[&str])] = &[
+    ("schedules", "SCHEDULE_", crate::SCHEDULED_JOBS),
+    ("rate_limits", "RATE_LIMIT_", crate::RATE_LIMIT_POLICIES),
 ];
 
 /// Secrets that may be passed by reference as `{NAME}_FILE`.
@@ -170,6 +189,18 @@ fn env_layer(vars: &HashMap<String, String>) -> Result<Dict, ConfigError> {
         };
         dict.insert((*key).to_owned(), value);
     }
+    for (table, prefix, names) in ENV_TABLES {
+        let mut entries = Dict::new();
+        for name in *names {
+            let var = format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"));
+            if let Some(value) = vars.get(&var).filter(|v| !v.is_empty()) {
+                entries.insert((*name).to_owned(), Value::from(value.clone()));
+            }
+        }
+        if !entries.is_empty() {
+            dict.insert((*table).to_owned(), Value::from(entries));
+        }
+    }
     Ok(dict)
 }
 
@@ -236,6 +267,28 @@ impl Config {
         if let Some(key) = &self.master_encryption_key {
             crate::invariants::decode_master_key(key)
                 .map_err(|m| ConfigError::Invalid(format!("MASTER_ENCRYPTION_KEY {m}")))?;
+        }
+        for name in self.schedules.keys() {
+            if !crate::SCHEDULED_JOBS.contains(&name.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "schedules: unknown job {name} (known: {})",
+                    crate::SCHEDULED_JOBS.join(", ")
+                )));
+            }
+        }
+        for (name, spec) in &self.rate_limits {
+            let var = format!("RATE_LIMIT_{}", name.to_ascii_uppercase());
+            if !crate::RATE_LIMIT_POLICIES.contains(&name.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "rate_limits: unknown policy {name}"
+                )));
+            }
+            crate::parse_rate(spec).map_err(|m| ConfigError::Invalid(format!("{var} {m}")))?;
+        }
+        if self.scheduler_lease_ms < 300 {
+            return Err(ConfigError::Invalid(
+                "SCHEDULER_LEASE_MS must be at least 300".into(),
+            ));
         }
         if self.app_env != AppEnv::Production && self.redis_prefix.is_empty() {
             return Err(ConfigError::Invalid(

@@ -6,6 +6,7 @@
 
 pub mod breaker;
 pub mod dedup;
+pub mod gcra;
 pub mod limiter;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -84,5 +85,20 @@ impl Redis {
         let mut conn = self.conn();
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;
         Ok(())
+    }
+
+    /// `SET {prefix}:{suffix} {value} NX PX ttl`: `true` when this call created the key
+    /// (claims across pods: one alert per window, one probe per cool-down).
+    pub async fn set_nx(&self, suffix: &str, value: &str, ttl: Duration) -> Result<bool, CoordError> {
+        let mut conn = self.conn();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.key(suffix))
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+            .query_async(&mut conn)
+            .await?;
+        Ok(set.is_some())
     }
 }

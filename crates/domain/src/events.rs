@@ -26,16 +26,19 @@ pub enum EventKind {
     AgentMessageSent,
     /// An outbound message's delivery status changed.
     MessageStatusUpdated,
+    /// A scheduled report (daily summary, weekly report, review summary) was stored.
+    ReportReady,
 }
 
 impl EventKind {
     /// Every kind, in a stable order.
-    pub const ALL: [EventKind; 5] = [
+    pub const ALL: [EventKind; 6] = [
         EventKind::QueueItemCreated,
         EventKind::QueueItemUpdated,
         EventKind::MessageCreated,
         EventKind::AgentMessageSent,
         EventKind::MessageStatusUpdated,
+        EventKind::ReportReady,
     ];
 
     /// The wire name.
@@ -46,6 +49,7 @@ impl EventKind {
             EventKind::MessageCreated => "message_created",
             EventKind::AgentMessageSent => "agent_message_sent",
             EventKind::MessageStatusUpdated => "message_status_updated",
+            EventKind::ReportReady => "report_ready",
         }
     }
 }
@@ -134,6 +138,19 @@ pub struct MessageStatusUpdated {
     /// When the status changed. Also keeps repeated transitions (a retry after a retry)
     /// distinct: the realtime log treats identical payloads as one event.
     pub at: DateTime<Utc>,
+}
+
+/// `report_ready`: a scheduled report was stored; `GET /reports?kind=` has it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReportReady {
+    /// The report.
+    pub report_id: Uuid,
+    /// `daily_summary`, `weekly_report` or `review_summary`.
+    pub kind: String,
+    /// Start of the period covered.
+    pub period_start: DateTime<Utc>,
+    /// End of the period covered.
+    pub period_end: DateTime<Utc>,
 }
 
 /// The realtime side as the flows see it.

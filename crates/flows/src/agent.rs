@@ -53,6 +53,20 @@ pub enum AgentError {
     Failed(String),
 }
 
+/// Why a health probe of the agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// `AGENT_URL` is not set.
+    #[error("no agent configured")]
+    NotConfigured,
+    /// The agent answered with a server error.
+    #[error("agent answered {0}")]
+    Status(u16),
+    /// No answer (refused, timed out).
+    #[error("agent unreachable: {0}")]
+    Transport(reqwest::Error),
+}
+
 /// Talks to `AGENT_URL`.
 #[derive(Clone)]
 pub struct AgentClient {
@@ -95,6 +109,28 @@ impl AgentClient {
         }
     }
 
+    /// One cheap request to the agent (its root, or `/v1/models` for OpenAI-compatible
+    /// agents), for the `agent-health` job: any answer below 500 means it is there.
+    pub async fn probe(&self, timeout: Duration) -> Result<(), ProbeError> {
+        let base = self.url.as_ref().ok_or(ProbeError::NotConfigured)?;
+        let url = match self.mode {
+            AgentMode::Switchboard => base.to_string(),
+            AgentMode::Openai => join(base, "/v1/models"),
+        };
+        let mut request = self.http.get(url).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| ProbeError::Transport(e.without_url()))?;
+        if response.status().is_server_error() {
+            return Err(ProbeError::Status(response.status().as_u16()));
+        }
+        Ok(())
+    }
+
     /// The shared breaker (for health reporting and tests).
     pub fn breaker(&self) -> &Breaker {
         &self.breaker
@@ -125,7 +161,11 @@ impl AgentClient {
                 Err((retryable, message)) => {
                     last = message;
                     match self.breaker.record_failure().await {
+                        // Exactly one failure opens the breaker, so this alert is raised
+                        // once across pods.
                         Ok(outcome) if outcome.opened => tracing::error!(
+                            target: "switchboard::alert",
+                            alert = "agent_failing",
                             failures = outcome.failures,
                             "agent failed {} times in a row: circuit breaker opened",
                             outcome.failures

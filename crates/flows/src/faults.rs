@@ -65,17 +65,34 @@ pub struct Injected(pub Step);
 /// Why `FAULT_INJECT` could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_message, after_outbox, after_audit, after_events, after_commit"
+    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_message, after_outbox, after_audit, after_events, after_commit, or scheduler:<job>:hang"
 )]
 pub struct BadFaultSpec;
 
-/// The pod's armed fault, if any.
+/// The pod's armed faults, if any.
 #[derive(Debug, Clone, Default)]
-pub struct Faults(Arc<Mutex<Option<(Step, Fault)>>>);
+pub struct Faults {
+    release: Arc<Mutex<Option<(Step, Fault)>>>,
+    /// A scheduled job whose first attempt of every slot stops for ever (its lease still
+    /// renewed), as a run that is killed mid-way.
+    scheduler_hang: Arc<Mutex<Option<String>>>,
+}
 
 impl Faults {
-    /// Parses `release:<step>:fail|hang`.
+    /// Parses `release:<step>:fail|hang` or `scheduler:<job>:hang`.
     pub fn from_spec(spec: &str) -> Result<Faults, BadFaultSpec> {
+        if let Some(rest) = spec.strip_prefix("scheduler:") {
+            let (job, fault) = rest.split_once(':').ok_or(BadFaultSpec)?;
+            if job.is_empty() || fault != "hang" {
+                return Err(BadFaultSpec);
+            }
+            let faults = Faults::default();
+            *faults
+                .scheduler_hang
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(job.to_owned());
+            return Ok(faults);
+        }
         let mut parts = spec.split(':');
         let (Some("release"), Some(step), Some(fault), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -98,17 +115,17 @@ impl Faults {
 
     /// Arms `step` for every release until [`Faults::disarm`].
     pub fn arm(&self, step: Step, fault: Fault) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((step, fault));
+        *self.release.lock().unwrap_or_else(PoisonError::into_inner) = Some((step, fault));
     }
 
     /// Disarms.
     pub fn disarm(&self) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.release.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// Passes unless `step` is armed.
     pub async fn check(&self, step: Step) -> Result<(), Injected> {
-        let armed = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let armed = *self.release.lock().unwrap_or_else(PoisonError::into_inner);
         match armed {
             Some((s, Fault::Fail)) if s == step => Err(Injected(step)),
             Some((s, Fault::Hang)) if s == step => {
@@ -120,6 +137,17 @@ impl Faults {
     }
 }
 
+impl Faults {
+    /// Whether the first attempts of scheduled job `job` are armed to hang.
+    pub fn scheduler_hangs(&self, job: &str) -> bool {
+        self.scheduler_hang
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_deref()
+            == Some(job)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +156,11 @@ mod tests {
     fn specs_parse_and_bad_ones_are_refused() {
         assert!(Faults::from_spec("release:after_commit:hang").is_ok());
         assert!(Faults::from_spec("release:after_outbox:fail").is_ok());
+        assert!(
+            Faults::from_spec("scheduler:inbox-sweeper:hang")
+                .expect("parses")
+                .scheduler_hangs("inbox-sweeper")
+        );
         for bad in [
             "",
             "release",

@@ -9,6 +9,7 @@
 //! transaction.
 
 pub mod agent;
+pub mod alerts;
 pub mod dispatch;
 pub mod email_body;
 pub mod expert;
@@ -16,10 +17,12 @@ pub mod faults;
 pub mod inbound;
 pub mod inbox_retention;
 pub mod intake;
+pub mod jobs;
 pub mod lease;
 pub mod outbox_sweeper;
 pub mod pressure;
 pub mod queue;
+pub mod scheduler;
 pub mod sweeper;
 pub mod upkeep;
 

@@ -284,3 +284,28 @@ pub async fn depth(queue: &QueueRef) -> Result<Depth, redis::RedisError> {
         active,
     })
 }
+
+/// Jobs being worked on now: the in-flight sets of the workers that sent a heartbeat in the
+/// last minute (two round trips; for `/metrics`, sampled on a timer).
+pub async fn running(queue: &QueueRef) -> Result<usize, redis::RedisError> {
+    let config = queue.config();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut conn = queue.conn();
+    let workers: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg(config.workers_set())
+        .arg(now.saturating_sub(60))
+        .arg("+inf")
+        .query_async(&mut conn)
+        .await?;
+    if workers.is_empty() {
+        return Ok(0);
+    }
+    let mut pipe = redis::pipe();
+    for name in &workers {
+        pipe.scard(format!("{}:{name}", config.inflight_jobs_set()));
+    }
+    let counts: Vec<usize> = pipe.query_async(&mut conn).await?;
+    Ok(counts.into_iter().sum())
+}

@@ -184,7 +184,13 @@ impl Realtime {
         self.health.get()
     }
 
-    /// Starts the relay, the watchdog and the retention job on `tracker`, and closes
+    /// Deletes events past `EVENTS_RETENTION_HOURS` (the scheduler's `events-retention`
+    /// job); returns how many went.
+    pub async fn delete_expired_events(&self) -> Result<u64, switchboard_store::StoreError> {
+        retention::delete_expired(&self.db, self.settings.retention).await
+    }
+
+    /// Starts the relay and the watchdog on `tracker`, and closes
     /// every socket when `token` is cancelled (after the drain delay), so clients reconnect
     /// to another pod and catch up through `GET /events`; what the pod emits after that
     /// still reaches the other pods.
@@ -196,13 +202,6 @@ impl Realtime {
             self.settings
                 .watchdog_interval
                 .max(Duration::from_millis(50)),
-            token.clone(),
-            tracker,
-        );
-        retention::spawn(
-            self.db.clone(),
-            self.settings.retention,
-            self.settings.pod_id.clone(),
             token.clone(),
             tracker,
         );

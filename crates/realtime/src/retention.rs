@@ -1,21 +1,16 @@
-//! Event retention: once per slot across all pods (AA2, a `cron_runs` row per slot), events
-//! older than `EVENTS_RETENTION_HOURS` are deleted.
+//! Event retention: a scheduled job (once per slot across all pods, AA2) deletes events
+//! older than `EVENTS_RETENTION_HOURS`. `run_once` claims a slot itself (for tools and tests).
 
 use crate::events;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use std::time::Duration;
-use switchboard_domain::slot::slot_of;
 use switchboard_store::{PgPool, StoreError, inbox};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// The `cron_runs.job` name.
 pub const JOB: &str = "events-retention";
-/// One cleanup per slot of this length.
+/// The default slot length (the scheduler reads `SCHEDULE_EVENTS_RETENTION`).
 pub const SLOT: Duration = Duration::from_secs(15 * 60);
-/// How often each pod tries to claim the current slot.
-const TICK: Duration = Duration::from_secs(60);
 
 /// Runs `slot`'s cleanup if this pod wins the slot; returns how many events it deleted, or
 /// `None` when another pod has the slot.
@@ -41,29 +36,15 @@ pub async fn run_once(
     Ok(Some(deleted))
 }
 
-/// Tries every minute until `token` is cancelled.
-pub(crate) fn spawn(
-    db: PgPool,
-    retention: Duration,
-    pod_id: String,
-    token: CancellationToken,
-    tracker: &TaskTracker,
-) {
-    tracker.spawn(async move {
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            match run_once(&db, slot_of(Utc::now(), SLOT), retention, &pod_id).await {
-                Ok(Some(deleted)) if deleted > 0 => {
-                    tracing::info!(deleted, "expired realtime events deleted");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "realtime event cleanup failed"),
-            }
-        }
-    });
+/// Deletes events older than `retention` (the scheduler's `events-retention` job, once per
+/// slot across pods); returns how many went.
+pub async fn delete_expired(db: &PgPool, retention: Duration) -> Result<u64, StoreError> {
+    let cutoff = Utc::now()
+        - chrono::Duration::from_std(retention).unwrap_or_else(|_| chrono::Duration::days(365));
+    let deleted = events::delete_before(db, cutoff).await?;
+    metrics::counter!("realtime_events_expired_total").increment(deleted);
+    if deleted > 0 {
+        tracing::info!(deleted, "expired realtime events deleted");
+    }
+    Ok(deleted)
 }

@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod connections;
 pub mod conversations;
+pub mod cron_runs;
 pub mod crypto;
 pub mod dead_letters;
 pub mod delivery;
@@ -19,6 +20,8 @@ pub mod model;
 pub mod orgs;
 pub mod outbox;
 pub mod queue;
+pub mod reports;
+pub mod scheduled;
 pub mod users;
 
 pub use error::StoreError;

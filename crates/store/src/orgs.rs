@@ -35,3 +35,40 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Org>, StoreError> {
             .await?,
     )
 }
+
+/// An org's settings.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct OrgSettings {
+    /// The org.
+    pub id: Uuid,
+    /// Display name.
+    pub name: String,
+    /// IANA time zone its daily and weekly reports are cut in (default `UTC`).
+    pub time_zone: String,
+}
+
+/// An org's settings.
+pub async fn settings(pool: &PgPool, id: Uuid) -> Result<Option<OrgSettings>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT id, name, time_zone FROM orgs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
+
+/// Sets an org's time zone (the caller has checked the name); `None` when the org is gone.
+pub async fn set_time_zone(
+    pool: &PgPool,
+    id: Uuid,
+    time_zone: &str,
+) -> Result<Option<OrgSettings>, StoreError> {
+    sqlx::query_as(
+        "UPDATE orgs SET time_zone = $2 WHERE id = $1 RETURNING id, name, time_zone",
+    )
+    .bind(id)
+    .bind(time_zone)
+    .fetch_optional(pool)
+    .await
+    .map_err(StoreError::classify)
+}

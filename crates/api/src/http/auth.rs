@@ -5,23 +5,22 @@ use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, RequestId};
 use crate::state::AppState;
-use axum::extract::State;
+use axum::Extension;
+use axum::extract::{ConnectInfo, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::sync::LazyLock;
-use std::time::Duration;
-use switchboard_coord::limiter;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::users::{self, Membership, User};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Failed logins allowed per address per window before 429 (SPEC §4: login is throttled).
-const LOGIN_FAILURES_PER_WINDOW: u64 = 10;
-const LOGIN_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// The longest email address there can be (RFC 5321 path limit).
 const MAX_EMAIL_LEN: usize = 254;
 
@@ -57,8 +56,10 @@ struct LoginResponse {
 async fn login(
     State(state): State<AppState>,
     RequestId(request_id): RequestId,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     Json(body): Json<LoginRequest>,
-) -> ApiResult<Json<LoginResponse>> {
+) -> ApiResult<Response> {
     // No address is longer (RFC 5321); refused before anything is hashed, counted or looked up.
     if body.email.len() > MAX_EMAIL_LEN {
         return Err(ApiError::bad_request(
@@ -71,23 +72,19 @@ async fn login(
         return Err(ApiError::validation("email and password are required"));
     }
     let email_sha256 = hex::encode(Sha256::digest(email.as_bytes()));
-    // The key holds a hash of the address, never the text anyone typed.
-    let throttle_key = format!("login:{email_sha256}");
-    let attempt = limiter::hit(
-        &state.redis,
-        &throttle_key,
-        LOGIN_FAILURES_PER_WINDOW,
-        LOGIN_WINDOW,
-    )
-    .await
-    .map_err(|e| {
-        ApiError::unavailable(
-            "dependency_unavailable",
-            format!("login is unavailable: {e}"),
-        )
-    })?;
-    if !attempt.allowed {
-        return Err(ApiError::rate_limited(attempt.reset_after));
+    // Per address and per email (the key holds a hash of the address, never the text anyone
+    // typed); shared across pods, per pod while Redis is away, so login keeps working.
+    let ip = crate::protection::client_ip_of(
+        &state.protection.proxies,
+        peer.map(|Extension(ConnectInfo(p))| p),
+        &headers,
+    );
+    for (policy, subject) in [("login_ip", ip.to_string()), ("login_email", email_sha256.clone())] {
+        if let Some(verdict) = state.protection.limiter.check(policy, &subject).await
+            && !verdict.allowed
+        {
+            return Ok(crate::protection::too_many(&verdict));
+        }
     }
 
     let found = users::find_for_login(&state.db, &email).await?;
@@ -130,16 +127,19 @@ async fn login(
     let Some(user) = user.filter(|_| ok) else {
         return Err(ApiError::unauthorized("invalid email or password"));
     };
-    // A successful login clears the failure count; losing this reset only delays the window.
-    if let Err(e) = limiter::reset(&state.redis, &throttle_key).await {
-        tracing::warn!(error = %e, "could not reset login throttle");
-    }
+    // A successful login clears the per-email count; losing this reset only delays it.
+    state
+        .protection
+        .limiter
+        .reset("login_email", &email_sha256)
+        .await;
     let (token, expires_at) = state.jwt.issue(user.id).map_err(ApiError::internal)?;
     Ok(Json(LoginResponse {
         token,
         expires_at,
         user,
-    }))
+    })
+    .into_response())
 }
 
 #[derive(Serialize, ToSchema)]

@@ -40,6 +40,31 @@ struct Readiness {
     draining: bool,
     checks: BTreeMap<&'static str, Check>,
     realtime: Realtime,
+    /// The drafting agent as the `agent-health` job last found it (shared by all pods);
+    /// informational.
+    agent: Option<AgentView>,
+    /// Rate limiting and load on this pod; informational.
+    protection: ProtectionView,
+}
+
+/// The last `agent-health` probe.
+#[derive(Serialize, ToSchema)]
+struct AgentView {
+    ok: bool,
+    /// `ok`, `not_configured`, `error` or `unreachable`.
+    status: String,
+    latency_ms: u64,
+    consecutive_failures: u64,
+    /// The shared breaker: `closed`, `open` or `half_open`.
+    breaker: String,
+    checked_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct ProtectionView {
+    /// `shared` (Redis) or `local` (this pod alone, while Redis is unreachable).
+    rate_limits: &'static str,
+    in_flight: usize,
 }
 
 /// Informational: it does not decide readiness. Redis itself is a check above; a lost
@@ -69,7 +94,21 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
             tracing::warn!(error = %e, "readiness: Redis check failed");
         })
     });
-    let (postgres, redis) = tokio::join!(postgres, redis);
+    let agent = async {
+        let read = switchboard_flows::jobs::agent_health::read(&state.redis);
+        match tokio::time::timeout(timeout, read).await {
+            Ok(Ok(Some(h))) => Some(AgentView {
+                ok: h.ok,
+                status: h.status,
+                latency_ms: h.latency_ms,
+                consecutive_failures: h.consecutive_failures,
+                breaker: h.breaker,
+                checked_at: h.checked_at,
+            }),
+            _ => None,
+        }
+    };
+    let (postgres, redis, agent) = tokio::join!(postgres, redis, agent);
     let draining = state.lifecycle.is_draining();
     let ok = postgres.ok && redis.ok && !draining;
     let body = Readiness {
@@ -85,6 +124,15 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         realtime: Realtime {
             sockets: state.realtime.local_sockets(),
             adapter: adapter_health(&state),
+        },
+        agent,
+        protection: ProtectionView {
+            rate_limits: if state.protection.limiter.shared() {
+                "shared"
+            } else {
+                "local"
+            },
+            in_flight: state.protection.pressure.in_flight(),
         },
     };
     let status = if ok {

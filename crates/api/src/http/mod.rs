@@ -11,6 +11,7 @@ mod inbound_events;
 mod members;
 mod openapi;
 mod pagination;
+mod reports;
 mod webhooks;
 
 use crate::error::ApiError;
@@ -45,6 +46,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .merge(dead_letters::router())
         .merge(inbound_events::router())
         .merge(members::router())
+        .merge(reports::router())
         .merge(openapi::router())
         .routes(routes!(metrics_text))
 }
@@ -73,6 +75,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(crate::timeouts::Limits::new(&state.config), crate::timeouts::limit))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(sockets)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::protection::protect))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(
             ServiceBuilder::new()

@@ -1,6 +1,6 @@
 use super::*;
 use crate::test_support::{NOW, b64, event, headers, hmac_sha256, request};
-use switchboard_store::model::ChannelKind;
+use switchboard_domain::ChannelKind;
 
 /// 32 bytes of key, given to the connection as `whsec_<base64>`.
 const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";

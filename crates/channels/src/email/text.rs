@@ -186,17 +186,25 @@ mod tests {
         assert_eq!(html_to_text("unclosed <style>p{}"), "unclosed");
     }
 
-    /// The input that was quadratic before: each `<style>` lowercased the rest.
+    /// The input that was quadratic before: each `<style>` lowercased the rest. It takes a
+    /// few milliseconds (unoptimised); a test run that shares two cores with many others can
+    /// stretch one measurement, so the best of three counts, and a measurement past a
+    /// second (no contention does that) ends the test at once.
     #[test]
     fn a_megabyte_of_style_tags_converts_in_linear_time() {
         let html = "<style></style>".repeat((1 << 20) / 15);
-        let started = std::time::Instant::now();
-        let text = html_to_text(&html);
-        let took = started.elapsed();
-        assert_eq!(text, "");
-        assert!(
-            took < std::time::Duration::from_millis(100),
-            "took {took:?}"
-        );
+        let limit = std::time::Duration::from_millis(100);
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let text = html_to_text(&html);
+            let took = started.elapsed();
+            assert_eq!(text, "");
+            best = best.min(took);
+            if took < limit || took > limit * 10 {
+                break;
+            }
+        }
+        assert!(best < limit, "took {best:?}");
     }
 }

@@ -76,7 +76,7 @@ impl Outbound for Api {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use switchboard_store::model::ChannelKind::Email;
+    use switchboard_domain::ChannelKind::Email;
 
     fn secrets() -> serde_json::Value {
         json!({"webhook_secret": "whsec_abc", "api_key": "re_test_key", "from_address": "Support <s@acme.test>"})

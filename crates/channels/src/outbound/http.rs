@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::{Response, header::RETRY_AFTER};
 use serde_json::Value;
-use switchboard_store::model::ChannelKind;
+use switchboard_domain::ChannelKind;
 
 use super::PartOutcome;
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 use self::http::{Answer, transport_failure};
 use reqwest::{Client, RequestBuilder};
 use serde_json::Value;
-use switchboard_store::model::ChannelKind;
+use switchboard_domain::ChannelKind;
 use url::Url;
 
 /// Where each provider's API lives. Named fields rather than four positional `Url`s, so

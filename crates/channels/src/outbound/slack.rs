@@ -71,7 +71,7 @@ impl Outbound for Api {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use switchboard_store::model::ChannelKind::Slack;
+    use switchboard_domain::ChannelKind::Slack;
 
     fn secrets() -> serde_json::Value {
         json!({"signing_secret": "sign-secret", "bot_token": "xoxb-test-token"})

@@ -67,7 +67,7 @@ impl Outbound for Api {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use switchboard_store::model::ChannelKind::Telegram;
+    use switchboard_domain::ChannelKind::Telegram;
 
     const TOKEN: &str = "123456:AAbot-token";
 

@@ -3,7 +3,7 @@
 use super::{PartOutcome, PartRequest, ProviderBases, Providers};
 use serde_json::Value;
 use std::time::Duration;
-use switchboard_store::model::ChannelKind;
+use switchboard_domain::ChannelKind;
 use url::Url;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate, matchers::any};
 

@@ -79,7 +79,7 @@ impl Outbound for Api {
 mod tests {
     use super::super::testkit::*;
     use base64::{Engine, engine::general_purpose::STANDARD};
-    use switchboard_store::model::ChannelKind::Whatsapp;
+    use switchboard_domain::ChannelKind::Whatsapp;
 
     const SID: &str = "AC0123456789abcdef";
 

@@ -1,13 +1,13 @@
 //! The dead-letter worker: once per slot across all pods (AA2, a `cron_runs` row per slot)
 //! it hands due dead letters back to the `channel-outbound` job (each hand-back is one of
 //! the [`super::MAX_DEAD_LETTER_RETRIES`] retries; the job records the result, and the
-//! last failed retry makes the reply `dead` and raises its alert), raises any alert a pod
-//! died before raising, and forgets the outbound queue's gone workers.
+//! last failed retry makes the reply `dead` and raises its alert), and raises any alert a
+//! pod died before raising.
 //!
 //! Also the admin's retry (`POST /dead-letters/{id}/retry`), which hands a row back at once.
 
 use super::record::raise_alerts;
-use crate::{Deps, upkeep};
+use crate::Deps;
 use chrono::Utc;
 use serde_json::{Value, json};
 use sqlx::PgConnection;
@@ -48,16 +48,9 @@ fn retry_event(r: &Requeued) -> (Uuid, EventKind, Value) {
     (r.org_id, EventKind::MessageStatusUpdated, payload)
 }
 
-/// Runs one slot if this pod wins it.
-pub async fn run_once(
-    deps: &Deps,
-    interval: Duration,
-    pod_id: &str,
-) -> Result<Option<Report>, StoreError> {
-    let slot = slot_of(Utc::now(), interval);
-    if !inbox::claim_slot(&deps.db, JOB, slot, pod_id).await? {
-        return Ok(None);
-    }
+/// One pass: hands the due dead letters back to the dispatch job and raises the alerts a
+/// pod died before raising. The body of the `dead-letters` slot (see [`run_once`]).
+pub async fn retry_due(deps: &Deps) -> Result<Report, StoreError> {
     let mut tx = deps.db.begin().await?;
     let requeued = dead_letters::requeue_due(&mut tx, BATCH).await?;
     let events: Vec<_> = requeued.iter().map(retry_event).collect();
@@ -70,19 +63,28 @@ pub async fn run_once(
             "dead-letter worker retrying failed replies"
         );
         metrics::counter!("dead_letter_retries_total").increment(requeued.len() as u64);
+        let ids: Vec<Uuid> = requeued.iter().map(|r| r.outbox_id).collect();
+        push(deps, &ids).await;
     }
-    let ids: Vec<Uuid> = requeued.iter().map(|r| r.outbox_id).collect();
-    let pushed = ids.is_empty() || push(deps, &ids).await;
-    let alerted = raise_alerts(deps, None).await;
-    if let Err(e) = upkeep::forget_gone_workers(&deps.outbound.queue_ref()).await {
-        tracing::warn!(error = %e, "could not clean up gone outbound workers");
-    }
-    let report = Report {
+    Ok(Report {
         retried: requeued.len(),
-        alerted,
-    };
+        alerted: raise_alerts(deps, None).await,
+    })
+}
+
+/// Runs one slot if this pod wins it.
+pub async fn run_once(
+    deps: &Deps,
+    interval: Duration,
+    pod_id: &str,
+) -> Result<Option<Report>, StoreError> {
+    let slot = slot_of(Utc::now(), interval);
+    if !inbox::claim_slot(&deps.db, JOB, slot, pod_id).await? {
+        return Ok(None);
+    }
+    let report = retry_due(deps).await?;
     let detail = json!({"retried": report.retried, "alerted": report.alerted});
-    inbox::finish_slot(&deps.db, JOB, slot, pushed, detail).await?;
+    inbox::finish_slot(&deps.db, JOB, slot, true, detail).await?;
     inbox::prune_slots(&deps.db, JOB, crate::sweeper::SLOT_HISTORY).await?;
     Ok(Some(report))
 }

@@ -80,19 +80,20 @@ pub(super) fn draft(message: &str) -> (String, f64) {
     let lower = message.to_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
     let quoted: String = message.trim().chars().take(80).collect();
-    if has(&["order", "package", "delivery", "shipping", "track"]) {
-        (
-            "Thanks for checking in! Your order has left our warehouse and should arrive within \
-             two business days. I'll send you the tracking link as soon as the carrier scans it."
-                .into(),
-            0.86,
-        )
-    } else if has(&["refund", "return", "money back", "broken", "damaged"]) {
+    // A complaint first: "my package arrived damaged" is about a return, not a delivery.
+    if has(&["refund", "return", "money back", "broken", "damaged"]) {
         (
             "I'm sorry it didn't work out. I've opened a return for you: you'll get a prepaid \
              label by email, and the refund is issued as soon as the parcel is scanned."
                 .into(),
             0.71,
+        )
+    } else if has(&["order", "package", "delivery", "shipping", "track"]) {
+        (
+            "Thanks for checking in! Your order has left our warehouse and should arrive within \
+             two business days. I'll send you the tracking link as soon as the carrier scans it."
+                .into(),
+            0.86,
         )
     } else if has(&["password", "log in", "login", "sign in", "account"]) {
         (

@@ -60,8 +60,12 @@ pub(super) async fn slack(State(demo): State<Demo>, uri: Uri, Json(body): Json<V
         channel.clone(),
         field(&body, "text"),
     ) {
-        // Slack reports most failures inside a 200; a 5xx is its outage answer.
-        return failure(status, json!({"ok": false, "error": "service_unavailable"}));
+        // Slack refuses inside a 200 (`ok: false`); a 5xx is its outage answer.
+        return if status >= 500 {
+            failure(status, json!({"ok": false, "error": "service_unavailable"}))
+        } else {
+            Json(json!({"ok": false, "error": "channel_not_found"})).into_response()
+        };
     }
     let now = chrono::Utc::now();
     let ts = format!("{}.{:06}", now.timestamp(), now.timestamp_subsec_micros());

@@ -1,0 +1,239 @@
+//! Rate limits by policy, shared by all pods through one Redis GCRA script
+//! (`switchboard_coord::gcra`), with a per-pod fallback while Redis is unreachable.
+//!
+//! Fallback: a failed or slow (`RATE_LIMIT_REDIS_TIMEOUT_MS`) call marks the shared store
+//! down for a second, during which every decision is made on this pod with the same
+//! algorithm and the limit divided by `EXPECTED_PODS`, so the fleet as a whole stays near
+//! the configured limit. One request a second then tries Redis again, and shared limiting
+//! returns with it. The outage raises one alert (one claim across pods, see `alerts`), not
+//! one per request. The fallback's table is the one piece of per-pod request state, bounded
+//! in size, and only ever used while Redis is away.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use switchboard_config::{Config, RATE_LIMIT_POLICIES, RateSpec, parse_rate};
+use switchboard_coord::{Redis, gcra};
+use switchboard_flows::alerts::{AlertKind, Alerts};
+
+/// How long the shared store is considered down after a failure before it is tried again.
+const RETRY_SHARED_AFTER: Duration = Duration::from_secs(1);
+/// Most keys the per-pod fallback keeps.
+const LOCAL_MAX_KEYS: usize = 100_000;
+
+/// One policy's decision for one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict {
+    /// The policy.
+    pub policy: &'static str,
+    /// Its limit per period (the shared one; the fallback enforces a share of it).
+    pub limit: u64,
+    /// Whether the request may go on (always, in shadow mode).
+    pub allowed: bool,
+    /// Whether the policy enforces (not shadow): only then are headers sent.
+    pub enforced: bool,
+    /// Requests left right now.
+    pub remaining: u64,
+    /// When refused: how long until the next request would be allowed.
+    pub retry_after: Duration,
+}
+
+struct Policy {
+    spec: RateSpec,
+    shadow: bool,
+    /// The key's middle part: the policy name, except `login` for the per-email login
+    /// limit (its keys are `limit:login:{sha256 of the address}`).
+    key: &'static str,
+}
+
+struct Inner {
+    redis: Redis,
+    alerts: Alerts,
+    policies: HashMap<&'static str, Policy>,
+    expected_pods: u64,
+    redis_timeout: Duration,
+    started: Instant,
+    /// Until when (µs since `started`) the shared store is considered down; 0 when up.
+    down_until_us: AtomicU64,
+    /// Whether this outage was already alerted.
+    alerted: AtomicBool,
+    /// The fallback: key → theoretical arrival time (µs since `started`).
+    local: Mutex<HashMap<String, u64>>,
+}
+
+/// The pod's rate limiter; cheap to clone.
+#[derive(Clone)]
+pub struct RateLimiter(Arc<Inner>);
+
+impl RateLimiter {
+    /// The policies from the configuration (validated at load).
+    pub fn new(config: &Config, redis: Redis, alerts: Alerts) -> Self {
+        let policies = RATE_LIMIT_POLICIES
+            .iter()
+            .filter_map(|name| {
+                let spec = parse_rate(config.rate_limit(name)).ok().flatten()?;
+                let key = if *name == "login_email" { "login" } else { name };
+                Some((
+                    *name,
+                    Policy {
+                        spec,
+                        shadow: config.rate_limit_shadowed(name),
+                        key,
+                    },
+                ))
+            })
+            .collect();
+        Self(Arc::new(Inner {
+            redis,
+            alerts,
+            policies,
+            expected_pods: u64::from(config.expected_pods.max(1)),
+            redis_timeout: Duration::from_millis(config.rate_limit_redis_timeout_ms.max(1)),
+            started: Instant::now(),
+            down_until_us: AtomicU64::new(0),
+            alerted: AtomicBool::new(false),
+            local: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The full Redis key a policy uses for `subject`.
+    pub fn key(&self, policy: &str, subject: &str) -> Option<String> {
+        let p = self.0.policies.get(policy)?;
+        Some(self.0.redis.key(&format!("limit:{}:{subject}", p.key)))
+    }
+
+    /// Whether decisions are currently shared (Redis answers).
+    pub fn shared(&self) -> bool {
+        self.0.down_until_us.load(Ordering::Relaxed) == 0
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.0.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Counts one request of `subject` against `policy`; `None` when the policy is off.
+    pub async fn check(&self, policy: &'static str, subject: &str) -> Option<Verdict> {
+        let p = self.0.policies.get(policy)?;
+        let key = self.0.redis.key(&format!("limit:{}:{subject}", p.key));
+        let (decision, storage) = self.decide(p, &key).await;
+        let enforced = !p.shadow;
+        let outcome = match (decision.allowed, enforced) {
+            (true, _) => "allowed",
+            (false, true) => "refused",
+            (false, false) => "would_block",
+        };
+        metrics::counter!(
+            "rate_limit_decisions_total",
+            "policy" => policy,
+            "mode" => if enforced { "enforce" } else { "shadow" },
+            "decision" => outcome,
+            "storage" => storage,
+        )
+        .increment(1);
+        if !decision.allowed && !enforced {
+            tracing::warn!(policy, "would-have-blocked: rate limit exceeded (shadow mode)");
+        }
+        Some(Verdict {
+            policy,
+            limit: p.spec.limit,
+            allowed: decision.allowed || !enforced,
+            enforced,
+            remaining: decision.remaining,
+            retry_after: decision.retry_after,
+        })
+    }
+
+    /// Forgets `subject`'s state under `policy` (e.g. the per-email login limit after a
+    /// successful login); best effort.
+    pub async fn reset(&self, policy: &'static str, subject: &str) {
+        let Some(key) = self.key(policy, subject) else {
+            return;
+        };
+        self.0
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        if let Err(e) = gcra::reset(&self.0.redis, &key).await {
+            tracing::debug!(error = %e, "could not reset a rate limit");
+        }
+    }
+
+    async fn decide(&self, p: &Policy, key: &str) -> (gcra::Decision, &'static str) {
+        let down_until = self.0.down_until_us.load(Ordering::Relaxed);
+        if down_until != 0 && self.now_us() < down_until {
+            return (self.local(p, key), "local");
+        }
+        let shared = tokio::time::timeout(
+            self.0.redis_timeout,
+            gcra::check(&self.0.redis, key, p.spec.limit, p.spec.period),
+        )
+        .await;
+        match shared {
+            Ok(Ok(decision)) => {
+                if down_until != 0 {
+                    self.0.down_until_us.store(0, Ordering::Relaxed);
+                    self.0.alerted.store(false, Ordering::Relaxed);
+                    metrics::gauge!("rate_limit_storage_shared").set(1.0);
+                    tracing::warn!("rate-limit storage is back: limits are shared again");
+                }
+                (decision, "shared")
+            }
+            failed => {
+                let retry_at = self.now_us()
+                    + u64::try_from(RETRY_SHARED_AFTER.as_micros()).unwrap_or(u64::MAX);
+                self.0.down_until_us.store(retry_at, Ordering::Relaxed);
+                metrics::gauge!("rate_limit_storage_shared").set(0.0);
+                if !self.0.alerted.swap(true, Ordering::Relaxed) {
+                    let error = match &failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("no answer within {} ms", self.0.redis_timeout.as_millis()),
+                    };
+                    tracing::warn!(%error, "rate-limit storage unreachable: limiting per pod");
+                    self.0
+                        .alerts
+                        .raise(
+                            AlertKind::RateLimitStorageDown,
+                            "redis",
+                            "rate-limit storage (Redis) unreachable: each pod limits on its own",
+                            serde_json::json!({"expected_pods": self.0.expected_pods}),
+                        )
+                        .await;
+                }
+                (self.local(p, key), "local")
+            }
+        }
+    }
+
+    /// The same GCRA on this pod's clock, with the limit shared out over the expected pods.
+    fn local(&self, p: &Policy, key: &str) -> gcra::Decision {
+        let limit = (p.spec.limit / self.0.expected_pods).max(1);
+        let interval = gcra::interval_us(limit, p.spec.period);
+        let period = interval.saturating_mul(limit);
+        let now = self.now_us();
+        let mut table = self.0.local.lock().unwrap_or_else(PoisonError::into_inner);
+        if table.len() >= LOCAL_MAX_KEYS {
+            table.retain(|_, tat| *tat > now);
+            if table.len() >= LOCAL_MAX_KEYS {
+                table.clear();
+            }
+        }
+        let tat = table.get(key).copied().unwrap_or(now).max(now);
+        let new_tat = tat + interval;
+        let ahead = new_tat - now;
+        if ahead > period {
+            return gcra::Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after: Duration::from_micros(ahead - period),
+            };
+        }
+        table.insert(key.to_owned(), new_tat);
+        gcra::Decision {
+            allowed: true,
+            remaining: (period - ahead) / interval,
+            retry_after: Duration::ZERO,
+        }
+    }
+}

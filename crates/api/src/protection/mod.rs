@@ -1,0 +1,140 @@
+//! Protection of the pod (SPEC §6): rate limits shared across pods by route group, and
+//! backpressure. One middleware, outside Socket.IO's layer so handshakes are limited too:
+//!
+//! ```text
+//! /health /ready /metrics ─► always served
+//! in-flight slot ─► queue-depth check ─► rate-limit policy of the route group ─► the app
+//!      └ 503 backpressure       └ 503 backpressure       └ 429 rate_limit
+//! ```
+//!
+//! Route groups: `/webhooks/{channel}/{id}` per connection (`webhook_{channel}`),
+//! `/socket.io/` per client address (`socket`), `POST /auth/login` in its handler (per
+//! address and per email, after the email's length check: a 254+ character address is a
+//! 400 before any limit or hash is touched), everything else per client address
+//! (`default`).
+
+pub mod backpressure;
+pub mod client_ip;
+pub mod limiter;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use backpressure::{Backpressure, Shed};
+use client_ip::TrustedProxies;
+use limiter::{RateLimiter, Verdict};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// How long a client refused for backpressure should wait.
+const BACKPRESSURE_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// The pod's limiter, load gauges and proxy trust.
+#[derive(Clone)]
+pub struct Protection {
+    /// Rate limits.
+    pub limiter: RateLimiter,
+    /// In-flight and queue-depth limits.
+    pub pressure: Backpressure,
+    /// Whose `X-Forwarded-For` is believed.
+    pub proxies: TrustedProxies,
+}
+
+const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+
+/// The client address of `request`.
+pub fn client_ip(proxies: &TrustedProxies, request: &Request) -> IpAddr {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    client_ip_of(proxies, peer, request.headers())
+}
+
+/// The client address of a request from `peer` (unknown in tests that call the router
+/// directly) with `headers`.
+pub fn client_ip_of(proxies: &TrustedProxies, peer: Option<SocketAddr>, headers: &HeaderMap) -> IpAddr {
+    let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.ip());
+    proxies.client_ip(peer, headers)
+}
+
+/// The answer for a refused request, with `X-RateLimit-*` and `Retry-After`.
+pub fn too_many(verdict: &Verdict) -> Response {
+    let mut response = ApiError::rate_limited(verdict.retry_after).into_response();
+    add_headers(&mut response, verdict);
+    response
+}
+
+fn add_headers(response: &mut Response, verdict: &Verdict) {
+    let headers = response.headers_mut();
+    headers.insert(LIMIT, HeaderValue::from(verdict.limit));
+    headers.insert(REMAINING, HeaderValue::from(verdict.remaining));
+}
+
+fn shed(reason: Shed) -> Response {
+    metrics::counter!("backpressure_refusals_total", "reason" => reason.as_str()).increment(1);
+    ApiError::unavailable("backpressure", "the server is busy; retry later")
+        .with_retry_after(BACKPRESSURE_RETRY_AFTER)
+        .into_response()
+}
+
+/// The route group's policy and subject, or `None` for routes limited elsewhere (login) or
+/// not at all.
+fn policy_of(path: &str, ip: IpAddr) -> Option<(&'static str, String)> {
+    if path == "/auth/login" {
+        return None;
+    }
+    if path.starts_with("/socket.io") {
+        return Some(("socket", ip.to_string()));
+    }
+    if let Some(rest) = path.strip_prefix("/webhooks/") {
+        let mut parts = rest.split('/');
+        let policy = match parts.next() {
+            Some("slack") => Some("webhook_slack"),
+            Some("whatsapp") => Some("webhook_whatsapp"),
+            Some("telegram") => Some("webhook_telegram"),
+            Some("email") => Some("webhook_email"),
+            _ => None,
+        };
+        // Per connection; ids that cannot be one (answered 404 anyway) fall to the address.
+        let id = parts.next().and_then(|id| id.parse::<uuid::Uuid>().ok());
+        if let (Some(policy), Some(id), None) = (policy, id, parts.next()) {
+            return Some((policy, id.to_string()));
+        }
+    }
+    Some(("default", ip.to_string()))
+}
+
+/// The middleware.
+pub async fn protect(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if matches!(path, "/health" | "/ready" | "/metrics") {
+        return next.run(request).await;
+    }
+    let protection = &state.protection;
+    let _slot = match protection.pressure.enter() {
+        Ok(slot) => slot,
+        Err(reason) => return shed(reason),
+    };
+    if let Some(reason) = protection.pressure.by_depth(request.method(), path) {
+        return shed(reason);
+    }
+    let verdict = match policy_of(path, client_ip(&protection.proxies, &request)) {
+        Some((policy, subject)) => protection.limiter.check(policy, &subject).await,
+        None => None,
+    };
+    if let Some(v) = &verdict
+        && !v.allowed
+    {
+        return too_many(v);
+    }
+    let mut response = next.run(request).await;
+    if let Some(v) = verdict.filter(|v| v.enforced) {
+        add_headers(&mut response, &v);
+    }
+    response
+}

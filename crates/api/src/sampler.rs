@@ -1,0 +1,95 @@
+//! Each pod's sampler: every `BACKPRESSURE_SAMPLE_MS` it reads the queue depths (for
+//! backpressure, which never asks Redis per request, and for `/metrics`) and the agent
+//! health the `agent-health` job shares in Redis; every 15 s the failed and dead work in
+//! Postgres. The figures are the same on every pod (alert on their max); sampling them is
+//! per pod because each pod serves its own `/metrics` and makes its own refusals.
+
+use crate::state::AppState;
+use std::time::{Duration, Instant};
+use switchboard_flows::jobs::agent_health;
+use switchboard_flows::queue::QueueRef;
+use switchboard_flows::upkeep;
+use switchboard_store::scheduled;
+
+/// How often Postgres is asked for failed and dead work.
+const FAILURES_EVERY: Duration = Duration::from_secs(15);
+
+async fn sample_queue(queue: &QueueRef) -> Option<usize> {
+    let depth = match upkeep::depth(queue).await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::debug!(queue = queue.name(), error = %e, "could not sample a queue");
+            return None;
+        }
+    };
+    let running = upkeep::running(queue).await.unwrap_or(0);
+    let name = queue.name();
+    let set = |state: &'static str, n: usize| {
+        metrics::gauge!("queue_jobs", "queue" => name, "state" => state).set(n as f64);
+    };
+    set("waiting", depth.active + depth.parked);
+    set("scheduled", depth.scheduled);
+    set("active", running);
+    Some(depth.total())
+}
+
+fn set_failures(f: scheduled::Failures) {
+    let set = |queue: &'static str, state: &'static str, n: i64| {
+        metrics::gauge!("queue_jobs", "queue" => queue, "state" => state).set(n as f64);
+    };
+    set("channel-inbound", "failed", f.inbound_failed);
+    set("channel-inbound", "dead", f.inbound_dead);
+    set("channel-outbound", "failed", f.outbound_failed);
+    set("channel-outbound", "dead", f.outbound_dead);
+    // Kept under its older name too (alert on `max(inbox_events_parked) > 0`).
+    metrics::gauge!("inbox_events_parked").set(f.inbound_dead as f64);
+}
+
+async fn sample_agent(state: &AppState) {
+    match agent_health::read(&state.redis).await {
+        Ok(Some(h)) => {
+            metrics::gauge!("agent_up").set(if h.ok { 1.0 } else { 0.0 });
+            metrics::gauge!("agent_consecutive_failures").set(h.consecutive_failures as f64);
+            for s in ["closed", "open", "half_open"] {
+                let v = if h.breaker == s { 1.0 } else { 0.0 };
+                metrics::gauge!("agent_breaker", "state" => s).set(v);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(error = %e, "could not read the agent's health"),
+    }
+}
+
+/// Starts the sampler on the lifecycle's tracker.
+pub fn spawn(state: AppState) {
+    let token = state.lifecycle.shutdown_token();
+    let every = Duration::from_millis(state.config.backpressure_sample_ms.max(50));
+    let tracker = state.lifecycle.tasks().clone();
+    tracker.spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failures_at: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                () = token.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let inbound = sample_queue(&state.inbound.queue_ref()).await;
+            let outbound = sample_queue(&state.flows.outbound.queue_ref()).await;
+            // A queue Redis cannot count keeps its last figure.
+            state.protection.pressure.set_depths(
+                inbound.unwrap_or_else(|| state.protection.pressure.depths().0),
+                outbound.unwrap_or_else(|| state.protection.pressure.depths().1),
+            );
+            metrics::gauge!("http_in_flight").set(state.protection.pressure.in_flight() as f64);
+            sample_agent(&state).await;
+            if failures_at.is_none_or(|t| t.elapsed() >= FAILURES_EVERY) {
+                failures_at = Some(Instant::now());
+                match scheduled::failures(&state.db).await {
+                    Ok(f) => set_failures(f),
+                    Err(e) => tracing::debug!(error = %e, "could not count failed work"),
+                }
+            }
+        }
+    });
+}

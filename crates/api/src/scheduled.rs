@@ -1,0 +1,145 @@
+//! The pod's scheduler and every periodic job on it (AA2: once per slot across all pods).
+//! Schedules come from the configuration (`SCHEDULE_{JOB}`); a schedule that does not
+//! parse refuses the start, naming the variable.
+
+use crate::state::AppState;
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_config::{Config, SCHEDULED_JOBS};
+use switchboard_flows::inbox_retention::InboxRetention;
+use switchboard_flows::jobs::agent_health::AgentHealthProbe;
+use switchboard_flows::jobs::backlog::BacklogAlert;
+use switchboard_flows::jobs::housekeeping::{QueueUpkeep, SchedulerPrune};
+use switchboard_flows::jobs::reports::{ReportJob, ReportKind};
+use switchboard_flows::jobs::snooze::SnoozeResurface;
+use switchboard_flows::outbox_sweeper::{IdempotencyExpiry, OutboxSweepConfig, OutboxSweeper};
+use switchboard_flows::scheduler::schedule::Schedule;
+use switchboard_flows::scheduler::{Entry, Job, JobError, Run, Scheduler, Settings};
+use switchboard_flows::sweeper::{InboxSweeper, SweepConfig};
+use switchboard_realtime::Realtime;
+
+/// Checks every job's schedule; one line per schedule that does not parse.
+pub fn schedule_violations(config: &Config) -> Vec<String> {
+    SCHEDULED_JOBS
+        .iter()
+        .filter_map(|job| {
+            let var = format!("SCHEDULE_{}", job.to_ascii_uppercase().replace('-', "_"));
+            match config.schedule(job) {
+                None => Some(format!("{var} must be set")),
+                Some(spec) => spec.parse::<Schedule>().err().map(|e| format!("{var}: {e}")),
+            }
+        })
+        .collect()
+}
+
+/// `events-retention`: realtime events past `EVENTS_RETENTION_HOURS`.
+struct EventsRetention(Realtime);
+
+#[async_trait]
+impl Job for EventsRetention {
+    fn name(&self) -> &'static str {
+        "events-retention"
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let deleted = self.0.delete_expired_events().await?;
+        Ok(json!({"deleted": deleted}))
+    }
+}
+
+/// Every job, with its schedule.
+pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
+    let config = &state.config;
+    let db = state.db.clone();
+    let flows = &state.flows;
+    let alerts = state.alerts.clone();
+    let jobs: Vec<Arc<dyn Job>> = vec![
+        Arc::new(InboxSweeper {
+            db: db.clone(),
+            queue: state.inbound.clone(),
+            config: SweepConfig {
+                grace: Duration::from_secs(config.inbox_grace_secs),
+                batch: config.inbox_sweep_batch,
+            },
+        }),
+        Arc::new(OutboxSweeper {
+            db: db.clone(),
+            queue: flows.outbound.clone(),
+            config: OutboxSweepConfig {
+                grace: Duration::from_secs(config.outbox_grace_secs),
+                batch: 500,
+            },
+        }),
+        Arc::new(InboxRetention {
+            db: db.clone(),
+            retention: Duration::from_secs(config.inbox_retention_days.saturating_mul(86_400)),
+        }),
+        Arc::new(EventsRetention(state.realtime.clone())),
+        Arc::new(IdempotencyExpiry {
+            db: db.clone(),
+            ttl: Duration::from_secs(config.idempotency_ttl_hours.max(24) * 3600),
+        }),
+        Arc::new(QueueUpkeep {
+            queues: vec![state.inbound.queue_ref(), flows.outbound.queue_ref()],
+        }),
+        Arc::new(SchedulerPrune {
+            db: db.clone(),
+            jobs: SCHEDULED_JOBS.to_vec(),
+            keep: Duration::from_secs(config.scheduler_history_hours.max(1) * 3600),
+        }),
+        Arc::new(SnoozeResurface {
+            db: db.clone(),
+            emitter: flows.emitter.clone(),
+        }),
+        Arc::new(BacklogAlert {
+            db: db.clone(),
+            alerts: alerts.clone(),
+        }),
+        Arc::new(AgentHealthProbe {
+            agent: flows.agent.clone(),
+            redis: state.redis.clone(),
+            alerts: alerts.clone(),
+            timeout: Duration::from_millis(config.agent_health_timeout_ms.max(1)),
+        }),
+        Arc::new(ReportJob {
+            db: db.clone(),
+            emitter: flows.emitter.clone(),
+            kind: ReportKind::DailySummary,
+        }),
+        Arc::new(ReportJob {
+            db: db.clone(),
+            emitter: flows.emitter.clone(),
+            kind: ReportKind::WeeklyReport,
+        }),
+        Arc::new(ReportJob {
+            db: db.clone(),
+            emitter: flows.emitter.clone(),
+            kind: ReportKind::ReviewSummary,
+        }),
+    ];
+    let entries = jobs
+        .into_iter()
+        .filter_map(|job| {
+            let name = job.name();
+            // Checked at start-up (`schedule_violations`).
+            let schedule = config.schedule(name)?.parse::<Schedule>().ok()?;
+            Some(Entry {
+                catch_up: config.catches_up(name),
+                job,
+                schedule,
+            })
+        })
+        .collect();
+    Scheduler::new(
+        db,
+        Settings {
+            pod_id: pod_id.to_owned(),
+            lease: Duration::from_millis(config.scheduler_lease_ms),
+        },
+        alerts,
+        flows.faults.clone(),
+        entries,
+    )
+}

@@ -1,0 +1,118 @@
+//! Alerts for operators: an error log line with target `switchboard::alert`, which Sentry
+//! turns into an event (request bodies and auth headers are scrubbed before send), raised
+//! at most once per kind and subject per window across all pods.
+//!
+//! N pods see the same condition (Redis down, a backlog, a failing agent) at the same time;
+//! without a shared claim each would page someone. The claim is a Redis `SET NX PX` on
+//! `alert:{kind}:{subject}:{window start}`; when Redis is what failed (the rate limiter's
+//! storage), the claim is a row in `alert_claims` instead, and only when neither answers is
+//! the alert raised without a claim (twice rather than never).
+
+use chrono::{TimeZone, Utc};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_coord::Redis;
+use switchboard_store::{PgPool, cron_runs};
+
+/// What an alert is about (the `alert` field, and the `alerts_raised_total` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertKind {
+    /// Redis, where the shared rate limits live, is unreachable: pods limit on their own.
+    RateLimitStorageDown,
+    /// A pod lost its realtime pub/sub subscriptions.
+    RealtimeAdapterDown,
+    /// The agent failed more than 5 times in a row.
+    AgentFailing,
+    /// Pending queue items are past their SLA.
+    BacklogPastSla,
+    /// A scheduled run failed (or was abandoned after its retry died too).
+    ScheduledRunFailed,
+    /// A scheduled run's pod died and another pod retried the slot.
+    ScheduledRunRetried,
+}
+
+impl AlertKind {
+    /// The stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::RateLimitStorageDown => "rate_limit_storage_down",
+            AlertKind::RealtimeAdapterDown => "realtime_adapter_down",
+            AlertKind::AgentFailing => "agent_failing",
+            AlertKind::BacklogPastSla => "backlog_past_sla",
+            AlertKind::ScheduledRunFailed => "scheduled_run_failed",
+            AlertKind::ScheduledRunRetried => "scheduled_run_retried",
+        }
+    }
+}
+
+/// The pod's alert raiser; cheap to clone.
+#[derive(Clone)]
+pub struct Alerts {
+    db: PgPool,
+    redis: Redis,
+    window: Duration,
+    pod_id: Arc<str>,
+}
+
+impl std::fmt::Debug for Alerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Alerts")
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a claim may wait for Redis before Postgres is asked instead.
+const REDIS_CLAIM_TIMEOUT: Duration = Duration::from_millis(300);
+/// How long a claim may wait for Postgres.
+const DB_CLAIM_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Alerts {
+    /// Alerts claimed per `window` (at least a second).
+    pub fn new(db: PgPool, redis: Redis, window: Duration, pod_id: &str) -> Self {
+        Self {
+            db,
+            redis,
+            window: window.max(Duration::from_secs(1)),
+            pod_id: Arc::from(pod_id),
+        }
+    }
+
+    /// Raises `kind` about `subject` unless some pod already did in this window; returns
+    /// whether this call raised it.
+    pub async fn raise(&self, kind: AlertKind, subject: &str, message: &str, details: Value) -> bool {
+        let window_ms = i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX);
+        let now_ms = Utc::now().timestamp_millis();
+        let start_ms = now_ms - now_ms.rem_euclid(window_ms);
+        let key = format!("alert:{}:{subject}:{start_ms}", kind.as_str());
+        let claimed = match tokio::time::timeout(
+            REDIS_CLAIM_TIMEOUT,
+            self.redis.set_nx(&key, &self.pod_id, self.window),
+        )
+        .await
+        {
+            Ok(Ok(won)) => won,
+            _ => {
+                let start = Utc.timestamp_millis_opt(start_ms).single().unwrap_or_else(Utc::now);
+                let claim =
+                    cron_runs::claim_alert(&self.db, kind.as_str(), subject, start, &self.pod_id);
+                match tokio::time::timeout(DB_CLAIM_TIMEOUT, claim).await {
+                    Ok(Ok(won)) => won,
+                    _ => true,
+                }
+            }
+        };
+        if claimed {
+            tracing::error!(
+                target: "switchboard::alert",
+                alert = kind.as_str(),
+                subject,
+                details = %details,
+                "{message}"
+            );
+            metrics::counter!("alerts_raised_total", "alert" => kind.as_str()).increment(1);
+        }
+        claimed
+    }
+}

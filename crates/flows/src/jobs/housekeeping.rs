@@ -1,0 +1,69 @@
+//! The scheduler's and the queues' own housekeeping, each a scheduled job:
+//! `queue-upkeep` (finished jobs vacuumed, gone workers forgotten, for both queues) and
+//! `scheduler-prune` (old `cron_runs` rows and alert claims deleted).
+//!
+//! The queues' promoter stays a plain 100 ms timer on every pod (`upkeep::spawn_promoter`):
+//! it is not work to do once per slot but the hand-off that lets each pod's workers see due
+//! jobs within 100 ms; its script is atomic and idempotent, so pods running it side by side
+//! is harmless, while a claimed slot would cost a Postgres row per 100 ms per pod and stop
+//! promotion for a whole lease whenever the claiming pod died.
+
+use crate::queue::QueueRef;
+use crate::scheduler::{Job, JobError, Run};
+use crate::upkeep;
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::time::Duration;
+use switchboard_store::{PgPool, cron_runs};
+
+/// Vacuums finished jobs and forgets gone workers of every queue.
+pub struct QueueUpkeep {
+    /// The queues (`channel-inbound`, `channel-outbound`).
+    pub queues: Vec<QueueRef>,
+}
+
+#[async_trait]
+impl Job for QueueUpkeep {
+    fn name(&self) -> &'static str {
+        "queue-upkeep"
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let mut detail = serde_json::Map::new();
+        for queue in &self.queues {
+            let vacuumed = upkeep::vacuum(queue).await?;
+            let forgotten = upkeep::forget_gone_workers(queue).await?;
+            detail.insert(
+                queue.name().to_owned(),
+                json!({"vacuumed": vacuumed, "workers_forgotten": forgotten}),
+            );
+        }
+        Ok(Value::Object(detail))
+    }
+}
+
+/// Deletes `cron_runs` rows and alert claims older than the history to keep.
+pub struct SchedulerPrune {
+    /// Postgres.
+    pub db: PgPool,
+    /// The jobs whose runs are pruned.
+    pub jobs: Vec<&'static str>,
+    /// How long runs are kept.
+    pub keep: Duration,
+}
+
+#[async_trait]
+impl Job for SchedulerPrune {
+    fn name(&self) -> &'static str {
+        "scheduler-prune"
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let mut runs = 0;
+        for job in &self.jobs {
+            runs += cron_runs::prune(&self.db, job, self.keep).await?;
+        }
+        let alerts = cron_runs::prune_alert_claims(&self.db, self.keep).await?;
+        Ok(json!({"runs_deleted": runs, "alert_claims_deleted": alerts}))
+    }
+}

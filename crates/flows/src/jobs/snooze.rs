@@ -1,0 +1,66 @@
+//! `snooze-resurface`: snoozed items whose time has come go back to `pending`, in one
+//! `UPDATE … RETURNING` per batch, with their `queue_item_updated` events stored in the same
+//! transaction (so an event exists exactly when the change committed), and the relay woken
+//! after the commit. Once per slot across pods, and the `UPDATE` only takes items still
+//! snoozed, so an item comes back (and is announced) exactly once.
+
+use crate::scheduler::{Job, JobError, Run};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use switchboard_domain::{Emitter, EventKind};
+use switchboard_store::{PgPool, event_outbox, scheduled};
+use uuid::Uuid;
+
+/// The `cron_runs.job` name.
+pub const JOB: &str = "snooze-resurface";
+
+/// Items moved per transaction.
+const BATCH: i64 = 500;
+
+/// The scheduled job.
+pub struct SnoozeResurface {
+    /// Postgres.
+    pub db: PgPool,
+    /// The realtime relay, woken after each commit.
+    pub emitter: Arc<dyn Emitter>,
+}
+
+#[async_trait]
+impl Job for SnoozeResurface {
+    fn name(&self) -> &'static str {
+        JOB
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let mut total = 0;
+        loop {
+            let mut tx = self.db.begin().await.map_err(switchboard_store::StoreError::from)?;
+            let due = scheduled::resurface_snoozed(&mut tx, BATCH).await?;
+            let mut by_org: BTreeMap<Uuid, Vec<(EventKind, Value)>> = BTreeMap::new();
+            for item in &due {
+                by_org
+                    .entry(item.org_id)
+                    .or_default()
+                    .push((EventKind::QueueItemUpdated, item.payload.clone()));
+            }
+            for (org, events) in &by_org {
+                event_outbox::enqueue(&mut *tx, *org, events).await?;
+            }
+            tx.commit().await.map_err(switchboard_store::StoreError::from)?;
+            if due.is_empty() {
+                break;
+            }
+            self.emitter.wake();
+            total += due.len();
+            if due.len() < BATCH as usize {
+                break;
+            }
+        }
+        if total > 0 {
+            tracing::info!(count = total, "snoozed items came due and are pending again");
+        }
+        Ok(json!({"resurfaced": total}))
+    }
+}
