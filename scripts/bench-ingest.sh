@@ -10,8 +10,14 @@
 #                request of the service's own processes (pods + Postgres + Redis; Node +
 #                Redis) and of the rig (HAProxy + wrk), which share the same two cores
 #
+#   limiter      the same closed loop against Switchboard with the webhook rate limit off,
+#                enforcing and in shadow mode (a limit the run never reaches, so every
+#                request pays for the Redis GCRA script and none is refused): its cost
+#
 # Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
-# Env:   BENCH_DRAIN=0 skips the drain waits (for pods started with WORKER_CONCURRENCY=0),
+# Env:   BENCH_LIMITER ("off enforce shadow"; empty skips), BENCH_LIMITER_ONLY=1 runs only
+#        that comparison (no Node baseline, no open loop),
+#        BENCH_DRAIN=0 skips the drain waits (for pods started with WORKER_CONCURRENCY=0),
 #        BENCH_SECONDS (20), BENCH_RATES ("1000 2000 4000"), BENCH_CONNS (64),
 #        BASELINE_DIR (../shared/bench/node-baseline), SB_SKIP_BUILD=1 to reuse the binary.
 set -euo pipefail
@@ -48,9 +54,11 @@ fi
 scripts/dev-up.sh >/dev/null
 mkdir -p "$BENCH"
 : >"$OUT"
+LIMITER_MODES="${BENCH_LIMITER-off enforce shadow}"
+LIMITER_ONLY="${BENCH_LIMITER_ONLY:-0}"
 
 # --- the baseline: two Node processes behind their own HAProxy, same Redis ------------------
-if [ ! -d "$BENCH/node-baseline/node_modules" ]; then
+if [ "$LIMITER_ONLY" != 1 ] && [ ! -d "$BENCH/node-baseline/node_modules" ]; then
   rm -rf "$BENCH/node-baseline"
   cp -r "$BASELINE_SRC" "$BENCH/node-baseline"
   chmod -R u+w "$BENCH/node-baseline"
@@ -69,7 +77,7 @@ stop_baseline() {
 }
 trap stop_baseline EXIT
 stop_baseline
-for port in "${NODE_PORTS[@]}"; do
+[ "$LIMITER_ONLY" = 1 ] || for port in "${NODE_PORTS[@]}"; do
   (cd "$BENCH/node-baseline" && PORT=$port REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
     SLACK_SIGNING_SECRET=test-signing-secret setsid nohup node server.js \
     >"$BENCH/node-$port.log" 2>&1 & echo $! >"$BENCH/node-$port.pid")
@@ -77,8 +85,8 @@ done
 sed -e "s/@LB_PORT@/$NODE_LB_PORT/" -e "s/@POD1_ADDR@/127.0.0.1:${NODE_PORTS[0]}/" \
   -e "s/@POD2_ADDR@/127.0.0.1:${NODE_PORTS[1]}/" -e "s#GET /ready#GET /health#" \
   scripts/haproxy.cfg.tmpl >"$BENCH/haproxy-node.cfg"
-haproxy -f "$BENCH/haproxy-node.cfg" -D -p "$BENCH/haproxy-node.pid"
-for _ in $(seq 50); do
+[ "$LIMITER_ONLY" = 1 ] || haproxy -f "$BENCH/haproxy-node.cfg" -D -p "$BENCH/haproxy-node.pid"
+[ "$LIMITER_ONLY" = 1 ] || for _ in $(seq 50); do
   curl -fsS "http://127.0.0.1:$NODE_LB_PORT/health" >/dev/null 2>&1 && break
   sleep 0.2
 done
@@ -147,7 +155,8 @@ def us_per_req(commands):
     if not cpu or not rps:
         return None
     return round(sum(cpu.get(c, 0.0) for c in commands) / 100 * 1e6 / rps, 1)
-print(json.dumps({"target": name, "mode": "closed", "rps": rps, "p50_ms": ms(50), "p99_ms": ms(99),
+import os
+print(json.dumps({"target": name, "mode": "closed", "limiter": os.environ.get("BENCH_LABEL"), "rps": rps, "p50_ms": ms(50), "p99_ms": ms(99),
                   "non_2xx": int(non2xx[1]) if non2xx else 0,
                   "cpu_pct": {c: cpu.get(c, 0.0) for c in service + ["haproxy", "wrk"]},
                   "service_cpu_us_per_req": us_per_req(service),
@@ -163,7 +172,43 @@ open_loop() {
     python3 -c "import json,sys; d=json.load(sys.stdin); d.update(target='$name', mode='open'); print(json.dumps(d))" >>"$OUT"
 }
 
+# Restarts the native pods with extra settings (dev-up starts the pods that are not running,
+# and its env file leaves variables it does not set to the caller).
+restart_pods() {
+  local f
+  for f in "$DEV"/pod*.pid; do
+    [ -f "$f" ] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+    for _ in $(seq 100); do pid_alive "$f" switchboard || break; sleep 0.2; done
+  done
+  env "$@" scripts/dev-up.sh >/dev/null
+}
+
 drain "start"
+if [ -n "$LIMITER_MODES" ]; then
+  # A limit the closed loop never reaches (about 10^8 a minute per connection).
+  for mode in $LIMITER_MODES; do
+    case $mode in
+      off) restart_pods RATE_LIMIT_WEBHOOK_SLACK=off RATE_LIMIT_SHADOW= ;;
+      enforce) restart_pods RATE_LIMIT_WEBHOOK_SLACK=100000000/min RATE_LIMIT_SHADOW= ;;
+      shadow) restart_pods RATE_LIMIT_WEBHOOK_SLACK=100000000/min RATE_LIMIT_SHADOW=webhook_slack ;;
+      *) die "BENCH_LIMITER: unknown mode $mode" ;;
+    esac
+    log "closed loop: switchboard, rate limiter $mode"
+    export BENCH_LABEL=$mode
+    closed_loop switchboard
+    unset BENCH_LABEL
+    drain "closed loop, limiter $mode"
+    sleep 3
+  done
+  # Back to the configured limits for the rest.
+  restart_pods
+fi
+if [ "$LIMITER_ONLY" = 1 ]; then
+  log "results ($OUT):"
+  cat "$OUT"
+  exit 0
+fi
 for name in switchboard node; do
   log "closed loop: $name"
   closed_loop "$name"

@@ -1,11 +1,13 @@
 //! Each pod's sampler: every `BACKPRESSURE_SAMPLE_MS` it reads the queue depths (for
 //! backpressure, which never asks Redis per request, and for `/metrics`) and the agent
 //! health the `agent-health` job shares in Redis; every 15 s the failed and dead work in
-//! Postgres. The figures are the same on every pod (alert on their max); sampling them is
+//! Postgres, and it raises `realtime_adapter_down` (once per window across pods) while this
+//! pod's Socket.IO adapter has lost subscriptions. The figures are the same on every pod (alert on their max); sampling them is
 //! per pod because each pod serves its own `/metrics` and makes its own refusals.
 
 use crate::state::AppState;
 use std::time::{Duration, Instant};
+use switchboard_flows::alerts::AlertKind;
 use switchboard_flows::jobs::agent_health;
 use switchboard_flows::queue::QueueRef;
 use switchboard_flows::upkeep;
@@ -83,6 +85,19 @@ pub fn spawn(state: AppState) {
             );
             metrics::gauge!("http_in_flight").set(state.protection.pressure.in_flight() as f64);
             sample_agent(&state).await;
+            let adapter = state.realtime.health();
+            if !adapter.ok && adapter.checked_at.is_some() {
+                state
+                    .alerts
+                    .raise(
+                        AlertKind::RealtimeAdapterDown,
+                        "adapter",
+                        "realtime: a pod lost its Redis pub/sub subscriptions; cross-pod events \
+                         do not reach its sockets until it re-subscribes",
+                        serde_json::json!({"expected": adapter.expected, "subscribed": adapter.subscribed}),
+                    )
+                    .await;
+            }
             if failures_at.is_none_or(|t| t.elapsed() >= FAILURES_EVERY) {
                 failures_at = Some(Instant::now());
                 match scheduled::failures(&state.db).await {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_config::{Config, SCHEDULED_JOBS};
+use switchboard_flows::dispatch;
 use switchboard_flows::inbox_retention::InboxRetention;
 use switchboard_flows::jobs::agent_health::AgentHealthProbe;
 use switchboard_flows::jobs::backlog::BacklogAlert;
@@ -28,7 +29,10 @@ pub fn schedule_violations(config: &Config) -> Vec<String> {
             let var = format!("SCHEDULE_{}", job.to_ascii_uppercase().replace('-', "_"));
             match config.schedule(job) {
                 None => Some(format!("{var} must be set")),
-                Some(spec) => spec.parse::<Schedule>().err().map(|e| format!("{var}: {e}")),
+                Some(spec) => spec
+                    .parse::<Schedule>()
+                    .err()
+                    .map(|e| format!("{var}: {e}")),
             }
         })
         .collect()
@@ -46,6 +50,21 @@ impl Job for EventsRetention {
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
         let deleted = self.0.delete_expired_events().await?;
         Ok(json!({"deleted": deleted}))
+    }
+}
+
+/// `dead-letters`: the dead-letter worker's pass (`dispatch::dead_letters`).
+struct DeadLetters(switchboard_flows::Deps);
+
+#[async_trait]
+impl Job for DeadLetters {
+    fn name(&self) -> &'static str {
+        dispatch::dead_letters::JOB
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let report = dispatch::dead_letters::retry_due(&self.0).await?;
+        Ok(json!({"retried": report.retried, "alerted": report.alerted}))
     }
 }
 
@@ -72,6 +91,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
                 batch: 500,
             },
         }),
+        Arc::new(DeadLetters(flows.clone())),
         Arc::new(InboxRetention {
             db: db.clone(),
             retention: Duration::from_secs(config.inbox_retention_days.saturating_mul(86_400)),

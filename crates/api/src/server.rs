@@ -3,6 +3,9 @@
 use crate::auth::JwtKeys;
 use crate::connection_cache::ConnectionCache;
 use crate::lifecycle::Lifecycle;
+use crate::protection::Protection;
+use crate::protection::backpressure::Backpressure;
+use crate::protection::limiter::RateLimiter;
 use crate::state::{AppState, AppStateInner};
 use secrecy::ExposeSecret;
 use std::net::SocketAddr;
@@ -11,11 +14,8 @@ use std::time::Duration;
 use switchboard_config::{AppEnv, Config, Violation};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_flows::Deps;
-use switchboard_flows::alerts::Alerts;
-use crate::protection::Protection;
-use crate::protection::backpressure::Backpressure;
-use crate::protection::limiter::RateLimiter;
 use switchboard_flows::agent::AgentClient;
+use switchboard_flows::alerts::Alerts;
 use switchboard_flows::dispatch::{self, Dispatcher};
 use switchboard_flows::email_body::EmailBodies;
 use switchboard_flows::faults::Faults;
@@ -325,14 +325,6 @@ fn spawn_background(state: &AppState) {
             tracker,
         );
     }
-    let dead_letter_slot = Duration::from_millis(config.dead_letter_interval_ms.max(100));
-    dispatch::dead_letters::spawn(
-        state.flows.clone(),
-        dead_letter_slot,
-        identity.clone(),
-        token.clone(),
-        tracker,
-    );
     dispatch::spawn_gauges(state.flows.clone(), token.clone(), tracker);
     // Every periodic job, once per slot across pods (AA2).
     crate::scheduled::build(state, &identity).spawn(token, tracker);

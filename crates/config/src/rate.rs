@@ -17,7 +17,7 @@ pub fn parse_rate(spec: &str) -> Result<Option<RateSpec>, String> {
     if spec.eq_ignore_ascii_case("off") || spec.is_empty() {
         return Ok(None);
     }
-    let bad = || format!("must be <n>/<period> (e.g. 600/min, 10/15min, 5/s) or off");
+    let bad = || "must be <n>/<period> (e.g. 600/min, 10/15min, 5/s) or off".to_owned();
     let (limit, period) = spec.split_once('/').ok_or_else(bad)?;
     let limit: u64 = limit.trim().parse().map_err(|_| bad())?;
     let period = period.trim();

@@ -7,7 +7,6 @@
 pub mod breaker;
 pub mod dedup;
 pub mod gcra;
-pub mod limiter;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
@@ -89,7 +88,12 @@ impl Redis {
 
     /// `SET {prefix}:{suffix} {value} NX PX ttl`: `true` when this call created the key
     /// (claims across pods: one alert per window, one probe per cool-down).
-    pub async fn set_nx(&self, suffix: &str, value: &str, ttl: Duration) -> Result<bool, CoordError> {
+    pub async fn set_nx(
+        &self,
+        suffix: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<bool, CoordError> {
         let mut conn = self.conn();
         let set: Option<String> = redis::cmd("SET")
             .arg(self.key(suffix))

@@ -81,7 +81,13 @@ impl Alerts {
 
     /// Raises `kind` about `subject` unless some pod already did in this window; returns
     /// whether this call raised it.
-    pub async fn raise(&self, kind: AlertKind, subject: &str, message: &str, details: Value) -> bool {
+    pub async fn raise(
+        &self,
+        kind: AlertKind,
+        subject: &str,
+        message: &str,
+        details: Value,
+    ) -> bool {
         let window_ms = i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX);
         let now_ms = Utc::now().timestamp_millis();
         let start_ms = now_ms - now_ms.rem_euclid(window_ms);
@@ -94,7 +100,10 @@ impl Alerts {
         {
             Ok(Ok(won)) => won,
             _ => {
-                let start = Utc.timestamp_millis_opt(start_ms).single().unwrap_or_else(Utc::now);
+                let start = Utc
+                    .timestamp_millis_opt(start_ms)
+                    .single()
+                    .unwrap_or_else(Utc::now);
                 let claim =
                     cron_runs::claim_alert(&self.db, kind.as_str(), subject, start, &self.pod_id);
                 match tokio::time::timeout(DB_CLAIM_TIMEOUT, claim).await {

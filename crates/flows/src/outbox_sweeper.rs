@@ -33,7 +33,10 @@ pub async fn sweep(
     let stale = outbox::stale_unsent(db, config.grace, config.batch).await?;
     if !stale.is_empty() {
         queue.push_rows(&stale).await?;
-        tracing::info!(pushed = stale.len(), "outbox sweeper re-enqueued unsent replies");
+        tracing::info!(
+            pushed = stale.len(),
+            "outbox sweeper re-enqueued unsent replies"
+        );
     }
     metrics::counter!("outbox_sweeper_requeued_total").increment(stale.len() as u64);
     Ok(json!({"stale": stale.len(), "pushed": stale.len()}))

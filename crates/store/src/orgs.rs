@@ -63,12 +63,10 @@ pub async fn set_time_zone(
     id: Uuid,
     time_zone: &str,
 ) -> Result<Option<OrgSettings>, StoreError> {
-    sqlx::query_as(
-        "UPDATE orgs SET time_zone = $2 WHERE id = $1 RETURNING id, name, time_zone",
-    )
-    .bind(id)
-    .bind(time_zone)
-    .fetch_optional(pool)
-    .await
-    .map_err(StoreError::classify)
+    sqlx::query_as("UPDATE orgs SET time_zone = $2 WHERE id = $1 RETURNING id, name, time_zone")
+        .bind(id)
+        .bind(time_zone)
+        .fetch_optional(pool)
+        .await
+        .map_err(StoreError::classify)
 }

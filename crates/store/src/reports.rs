@@ -108,12 +108,12 @@ pub async fn orgs_in_zones(
     pool: &PgPool,
     zones: &[String],
 ) -> Result<Vec<(Uuid, String)>, StoreError> {
-    Ok(sqlx::query_as(
-        "SELECT id, time_zone FROM orgs WHERE time_zone = ANY($1) ORDER BY id",
+    Ok(
+        sqlx::query_as("SELECT id, time_zone FROM orgs WHERE time_zone = ANY($1) ORDER BY id")
+            .bind(zones)
+            .fetch_all(pool)
+            .await?,
     )
-    .bind(zones)
-    .fetch_all(pool)
-    .await?)
 }
 
 /// An org's activity in `[start, end)`: conversations started, messages in and out, median

@@ -9,11 +9,11 @@ use axum::Extension;
 use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use std::net::SocketAddr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
 use std::sync::LazyLock;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::users::{self, Membership, User};
@@ -79,7 +79,10 @@ async fn login(
         peer.map(|Extension(ConnectInfo(p))| p),
         &headers,
     );
-    for (policy, subject) in [("login_ip", ip.to_string()), ("login_email", email_sha256.clone())] {
+    for (policy, subject) in [
+        ("login_ip", ip.to_string()),
+        ("login_email", email_sha256.clone()),
+    ] {
         if let Some(verdict) = state.protection.limiter.check(policy, &subject).await
             && !verdict.allowed
         {

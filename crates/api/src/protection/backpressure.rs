@@ -89,7 +89,8 @@ impl Backpressure {
 
     /// Whether a request to `path` is refused by a queue's depth.
     pub fn by_depth(&self, method: &Method, path: &str) -> Option<Shed> {
-        let over = |limit: usize, depth: &AtomicUsize| limit > 0 && depth.load(Ordering::Relaxed) >= limit;
+        let over =
+            |limit: usize, depth: &AtomicUsize| limit > 0 && depth.load(Ordering::Relaxed) >= limit;
         if path.starts_with("/webhooks/") && over(self.0.inbound_limit, &self.0.inbound_depth) {
             return Some(Shed::InboundDepth);
         }

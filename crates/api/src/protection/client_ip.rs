@@ -19,7 +19,9 @@ impl TrustedProxies {
             let net = item
                 .parse::<IpNet>()
                 .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("TRUSTED_PROXIES: {item:?} is not an address or CIDR range"))?;
+                .map_err(|_| {
+                    format!("TRUSTED_PROXIES: {item:?} is not an address or CIDR range")
+                })?;
             nets.push(net);
         }
         Ok(Self(nets))
@@ -78,7 +80,10 @@ mod tests {
         let lb: IpAddr = "10.1.2.3".parse().expect("ip");
         let outsider: IpAddr = "198.51.100.7".parse().expect("ip");
         let h = headers(&["1.1.1.1, 203.0.113.9", "10.9.9.9"]);
-        assert_eq!(proxies.client_ip(lb, &h), "203.0.113.9".parse::<IpAddr>().expect("ip"));
+        assert_eq!(
+            proxies.client_ip(lb, &h),
+            "203.0.113.9".parse::<IpAddr>().expect("ip")
+        );
         assert_eq!(proxies.client_ip(outsider, &h), outsider);
         assert_eq!(proxies.client_ip(lb, &HeaderMap::new()), lb);
         assert_eq!(

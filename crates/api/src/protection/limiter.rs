@@ -73,7 +73,11 @@ impl RateLimiter {
             .iter()
             .filter_map(|name| {
                 let spec = parse_rate(config.rate_limit(name)).ok().flatten()?;
-                let key = if *name == "login_email" { "login" } else { name };
+                let key = if *name == "login_email" {
+                    "login"
+                } else {
+                    name
+                };
                 Some((
                     *name,
                     Policy {
@@ -132,7 +136,10 @@ impl RateLimiter {
         )
         .increment(1);
         if !decision.allowed && !enforced {
-            tracing::warn!(policy, "would-have-blocked: rate limit exceeded (shadow mode)");
+            tracing::warn!(
+                policy,
+                "would-have-blocked: rate limit exceeded (shadow mode)"
+            );
         }
         Some(Verdict {
             policy,

@@ -57,7 +57,11 @@ pub fn client_ip(proxies: &TrustedProxies, request: &Request) -> IpAddr {
 
 /// The client address of a request from `peer` (unknown in tests that call the router
 /// directly) with `headers`.
-pub fn client_ip_of(proxies: &TrustedProxies, peer: Option<SocketAddr>, headers: &HeaderMap) -> IpAddr {
+pub fn client_ip_of(
+    proxies: &TrustedProxies,
+    peer: Option<SocketAddr>,
+    headers: &HeaderMap,
+) -> IpAddr {
     let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.ip());
     proxies.client_ip(peer, headers)
 }

@@ -1,5 +1,5 @@
-//! The dead-letter worker: once per slot across all pods (AA2, a `cron_runs` row per slot)
-//! it hands due dead letters back to the `channel-outbound` job (each hand-back is one of
+//! The dead-letter worker: a scheduled job (`dead-letters`, once per slot across all pods,
+//! AA2) that hands due dead letters back to the `channel-outbound` job (each hand-back is one of
 //! the [`super::MAX_DEAD_LETTER_RETRIES`] retries; the job records the result, and the
 //! last failed retry makes the reply `dead` and raises its alert), and raises any alert a
 //! pod died before raising.
@@ -9,16 +9,12 @@
 use super::record::raise_alerts;
 use crate::Deps;
 use chrono::Utc;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::PgConnection;
-use std::time::Duration;
 use switchboard_domain::EventKind;
 use switchboard_domain::events::MessageStatusUpdated;
-use switchboard_domain::slot::slot_of;
 use switchboard_store::dead_letters::{self, Requeued};
-use switchboard_store::{StoreError, event_outbox, inbox};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use switchboard_store::{StoreError, event_outbox};
 use uuid::Uuid;
 
 /// The `cron_runs.job` name.
@@ -49,7 +45,7 @@ fn retry_event(r: &Requeued) -> (Uuid, EventKind, Value) {
 }
 
 /// One pass: hands the due dead letters back to the dispatch job and raises the alerts a
-/// pod died before raising. The body of the `dead-letters` slot (see [`run_once`]).
+/// pod died before raising. The body of the `dead-letters` scheduled job.
 pub async fn retry_due(deps: &Deps) -> Result<Report, StoreError> {
     let mut tx = deps.db.begin().await?;
     let requeued = dead_letters::requeue_due(&mut tx, BATCH).await?;
@@ -72,23 +68,6 @@ pub async fn retry_due(deps: &Deps) -> Result<Report, StoreError> {
     })
 }
 
-/// Runs one slot if this pod wins it.
-pub async fn run_once(
-    deps: &Deps,
-    interval: Duration,
-    pod_id: &str,
-) -> Result<Option<Report>, StoreError> {
-    let slot = slot_of(Utc::now(), interval);
-    if !inbox::claim_slot(&deps.db, JOB, slot, pod_id).await? {
-        return Ok(None);
-    }
-    let report = retry_due(deps).await?;
-    let detail = json!({"retried": report.retried, "alerted": report.alerted});
-    inbox::finish_slot(&deps.db, JOB, slot, true, detail).await?;
-    inbox::prune_slots(&deps.db, JOB, crate::sweeper::SLOT_HISTORY).await?;
-    Ok(Some(report))
-}
-
 async fn push(deps: &Deps, ids: &[Uuid]) -> bool {
     match deps.outbound.push_rows(ids).await {
         Ok(()) => true,
@@ -98,29 +77,6 @@ async fn push(deps: &Deps, ids: &[Uuid]) -> bool {
             false
         }
     }
-}
-
-/// Ticks every `interval` until `token` is cancelled.
-pub fn spawn(
-    deps: Deps,
-    interval: Duration,
-    pod_id: String,
-    token: CancellationToken,
-    tracker: &TaskTracker,
-) {
-    tracker.spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            if let Err(e) = run_once(&deps, interval, &pod_id).await {
-                tracing::warn!(error = %e, "dead-letter slot failed");
-            }
-        }
-    });
 }
 
 /// An admin's retry of dead letter `id` inside `tx` (with the caller's audit row): the row

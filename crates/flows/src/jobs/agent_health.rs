@@ -130,11 +130,15 @@ impl Job for AgentHealthProbe {
                 .raise(
                     AlertKind::AgentFailing,
                     "agent",
-                    &format!("the agent failed {failures} health probes in a row (breaker {breaker})"),
+                    &format!(
+                        "the agent failed {failures} health probes in a row (breaker {breaker})"
+                    ),
                     json!({"failures": failures, "breaker": breaker, "status": status}),
                 )
                 .await;
         }
-        Ok(json!({"status": status, "latency_ms": latency_ms, "failures": failures, "breaker": breaker}))
+        Ok(
+            json!({"status": status, "latency_ms": latency_ms, "failures": failures, "breaker": breaker}),
+        )
     }
 }

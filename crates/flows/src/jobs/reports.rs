@@ -136,11 +136,29 @@ mod tests {
     #[test]
     fn periods_follow_the_org_zone() {
         // 08:00 in Tokyo on 2 March is 23:00 UTC on 1 March.
-        let slot = Utc.with_ymd_and_hms(2026, 3, 1, 23, 0, 0).single().expect("t");
+        let slot = Utc
+            .with_ymd_and_hms(2026, 3, 1, 23, 0, 0)
+            .single()
+            .expect("t");
         let (start, end) = period(ReportKind::DailySummary, slot, Tz::Asia__Tokyo);
-        assert_eq!(start, Utc.with_ymd_and_hms(2026, 2, 28, 15, 0, 0).single().expect("t"));
-        assert_eq!(end, Utc.with_ymd_and_hms(2026, 3, 1, 15, 0, 0).single().expect("t"));
+        assert_eq!(
+            start,
+            Utc.with_ymd_and_hms(2026, 2, 28, 15, 0, 0)
+                .single()
+                .expect("t")
+        );
+        assert_eq!(
+            end,
+            Utc.with_ymd_and_hms(2026, 3, 1, 15, 0, 0)
+                .single()
+                .expect("t")
+        );
         let (start, _) = period(ReportKind::WeeklyReport, slot, Tz::UTC);
-        assert_eq!(start, Utc.with_ymd_and_hms(2026, 2, 22, 0, 0, 0).single().expect("t"));
+        assert_eq!(
+            start,
+            Utc.with_ymd_and_hms(2026, 2, 22, 0, 0, 0)
+                .single()
+                .expect("t")
+        );
     }
 }

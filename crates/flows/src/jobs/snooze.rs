@@ -36,7 +36,11 @@ impl Job for SnoozeResurface {
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
         let mut total = 0;
         loop {
-            let mut tx = self.db.begin().await.map_err(switchboard_store::StoreError::from)?;
+            let mut tx = self
+                .db
+                .begin()
+                .await
+                .map_err(switchboard_store::StoreError::from)?;
             let due = scheduled::resurface_snoozed(&mut tx, BATCH).await?;
             let mut by_org: BTreeMap<Uuid, Vec<(EventKind, Value)>> = BTreeMap::new();
             for item in &due {
@@ -48,7 +52,9 @@ impl Job for SnoozeResurface {
             for (org, events) in &by_org {
                 event_outbox::enqueue(&mut *tx, *org, events).await?;
             }
-            tx.commit().await.map_err(switchboard_store::StoreError::from)?;
+            tx.commit()
+                .await
+                .map_err(switchboard_store::StoreError::from)?;
             if due.is_empty() {
                 break;
             }
@@ -59,7 +65,10 @@ impl Job for SnoozeResurface {
             }
         }
         if total > 0 {
-            tracing::info!(count = total, "snoozed items came due and are pending again");
+            tracing::info!(
+                count = total,
+                "snoozed items came due and are pending again"
+            );
         }
         Ok(json!({"resurfaced": total}))
     }

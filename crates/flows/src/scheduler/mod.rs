@@ -249,7 +249,9 @@ impl Scheduler {
                 match cron_runs::renew(&self.0.db, &held, &s.pod_id, s.lease).await {
                     Ok(true) => {}
                     Ok(false) => tracing::warn!(job = name, "scheduled run lost its slot"),
-                    Err(e) => tracing::warn!(job = name, error = %e, "could not renew a run's lease"),
+                    Err(e) => {
+                        tracing::warn!(job = name, error = %e, "could not renew a run's lease")
+                    }
                 }
             }
         };
@@ -295,8 +297,8 @@ impl Scheduler {
 
     /// Retries the runs of pods that died (once), and gives up on retries that died too.
     async fn reaper(&self, token: CancellationToken, tracker: TaskTracker) {
-        let every = (self.0.settings.lease / 4)
-            .clamp(Duration::from_millis(200), Duration::from_secs(5));
+        let every =
+            (self.0.settings.lease / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
         let names = self.jobs();
         loop {
             tokio::select! {

@@ -129,25 +129,57 @@ mod tests {
     #[test]
     fn cron_and_every_parse_and_step() {
         let s: Schedule = "0 0 8 * * *".parse().expect("cron");
-        let now = Utc.with_ymd_and_hms(2026, 3, 2, 10, 0, 0).single().expect("t");
+        let now = Utc
+            .with_ymd_and_hms(2026, 3, 2, 10, 0, 0)
+            .single()
+            .expect("t");
         let latest = s.latest_in(now, Tz::UTC).expect("latest");
-        assert_eq!(latest, Utc.with_ymd_and_hms(2026, 3, 2, 8, 0, 0).single().expect("t"));
+        assert_eq!(
+            latest,
+            Utc.with_ymd_and_hms(2026, 3, 2, 8, 0, 0)
+                .single()
+                .expect("t")
+        );
         assert_eq!(s.latest_in(latest, Tz::UTC), Some(latest));
         let next = s.next_in(latest, Tz::UTC).expect("next");
-        assert_eq!(next, Utc.with_ymd_and_hms(2026, 3, 3, 8, 0, 0).single().expect("t"));
+        assert_eq!(
+            next,
+            Utc.with_ymd_and_hms(2026, 3, 3, 8, 0, 0)
+                .single()
+                .expect("t")
+        );
         // 08:00 in Berlin (UTC+1 in March) is 07:00 UTC.
         let berlin = s.latest_in(now, Tz::Europe__Berlin).expect("berlin");
-        assert_eq!(berlin, Utc.with_ymd_and_hms(2026, 3, 2, 7, 0, 0).single().expect("t"));
+        assert_eq!(
+            berlin,
+            Utc.with_ymd_and_hms(2026, 3, 2, 7, 0, 0)
+                .single()
+                .expect("t")
+        );
         let zones = [Tz::UTC, Tz::Europe__Berlin];
         assert_eq!(s.latest(now, &zones), Some(latest));
         assert_eq!(s.zones_of(berlin, &zones), vec![Tz::Europe__Berlin]);
+
+        let never: Schedule = "0 0 0 1 1 * 2099".parse().expect("a year field");
+        assert_eq!(never.latest_in(now, Tz::UTC), None);
+        assert!(never.next_in(now, Tz::UTC).is_some());
 
         let five: Schedule = "*/5 * * * *".parse().expect("five fields");
         assert!(matches!(five, Schedule::Cron(_)));
         let every: Schedule = "@every 300ms".parse().expect("every");
         let t = at(10);
-        assert_eq!(every.next_in(t, Tz::UTC), Some(t + chrono::Duration::milliseconds(200)));
-        for bad in ["", "@every", "@every 5x", "@every 10ms", "1 2 3", "x * * * * *"] {
+        assert_eq!(
+            every.next_in(t, Tz::UTC),
+            Some(t + chrono::Duration::milliseconds(200))
+        );
+        for bad in [
+            "",
+            "@every",
+            "@every 5x",
+            "@every 10ms",
+            "1 2 3",
+            "x * * * * *",
+        ] {
             assert!(bad.parse::<Schedule>().is_err(), "{bad}");
         }
     }

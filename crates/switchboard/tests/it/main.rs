@@ -7,6 +7,7 @@ mod invariants;
 mod kill;
 mod outbound_kill;
 mod release_kill;
+mod scheduler_kill;
 mod shutdown;
 
 use std::collections::HashMap;
