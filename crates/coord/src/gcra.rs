@@ -7,6 +7,8 @@
 //! allowed when `TAT + interval - now <= period` (a full burst of `limit` fits in one
 //! `period`), and moves the TAT on by `interval = period / limit`. A refused request changes
 //! nothing, so a client hammering a closed limit does not push its own reopening back.
+//! Requests that arrive together for one key can be counted in one call ([`check_n`]): the
+//! first ones that fit are allowed, atomically, as if they had come one by one.
 
 use crate::{CoordError, Redis};
 use std::sync::LazyLock;
@@ -24,21 +26,26 @@ pub struct Decision {
 }
 
 /// `KEYS[1]` the TAT; `ARGV[1]` the emission interval and `ARGV[2]` the period, both in
-/// microseconds. Returns `{allowed, remaining, retry_after_us}`.
+/// microseconds; `ARGV[3]` how many requests are asking at once. Returns `{allowed (how many
+/// of them), remaining, retry_after_us}`.
 const SCRIPT_SRC: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
-local new_tat = tat + interval
-local over = new_tat - now - period
-if over > 0 then
-  return {0, 0, over}
+local fit = math.floor((now + period - tat) / interval)
+if fit > n then fit = n end
+if fit <= 0 then
+  return {0, 0, tat + interval - now - period}
 end
+local new_tat = tat + fit * interval
 redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX', math.ceil((new_tat - now) / 1000))
-return {1, math.floor((period - (new_tat - now)) / interval), 0}
+local retry = 0
+if fit < n then retry = new_tat + interval - now - period end
+return {fit, math.floor((period - (new_tat - now)) / interval), retry}
 ";
 
 /// The script, hashed once (its SHA is what `EVALSHA` sends).
@@ -57,6 +64,23 @@ pub async fn check(
     limit: u64,
     period: Duration,
 ) -> Result<Decision, CoordError> {
+    let (allowed, remaining, retry_after) = check_n(redis, key, limit, period, 1).await?;
+    Ok(Decision {
+        allowed: allowed == 1,
+        remaining,
+        retry_after,
+    })
+}
+
+/// Counts `n` requests arriving together (one round trip for all of them): returns how many
+/// are allowed (the first ones), what remains after them, and when the next would fit.
+pub async fn check_n(
+    redis: &Redis,
+    key: &str,
+    limit: u64,
+    period: Duration,
+    n: u64,
+) -> Result<(u64, u64, Duration), CoordError> {
     let interval = interval_us(limit, period);
     // The period as the script sees it: a whole number of intervals, so `limit` fit exactly.
     let period_us = interval.saturating_mul(limit.max(1));
@@ -65,13 +89,14 @@ pub async fn check(
         .key(key)
         .arg(interval)
         .arg(period_us)
+        .arg(n.max(1))
         .invoke_async(&mut conn)
         .await?;
-    Ok(Decision {
-        allowed: allowed == 1,
-        remaining: u64::try_from(remaining).unwrap_or(0),
-        retry_after: Duration::from_micros(u64::try_from(retry_us).unwrap_or(0)),
-    })
+    Ok((
+        u64::try_from(allowed).unwrap_or(0),
+        u64::try_from(remaining).unwrap_or(0),
+        Duration::from_micros(u64::try_from(retry_us).unwrap_or(0)),
+    ))
 }
 
 /// Forgets a key's state (e.g. the login limit per email after a successful login).

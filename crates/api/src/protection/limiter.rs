@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use switchboard_config::{Config, RATE_LIMIT_POLICIES, RateSpec, parse_rate};
 use switchboard_coord::{Redis, gcra};
 use switchboard_flows::alerts::{AlertKind, Alerts};
+use tokio::sync::oneshot;
 
 /// How long the shared store is considered down after a failure before it is tried again.
 const RETRY_SHARED_AFTER: Duration = Duration::from_secs(1);
@@ -60,6 +61,16 @@ struct Inner {
     alerted: AtomicBool,
     /// The fallback: key → theoretical arrival time (µs since `started`).
     local: Mutex<HashMap<String, u64>>,
+    /// Keys with a Redis call in flight, and the requests waiting to go in the next one.
+    waiting: Mutex<HashMap<String, Vec<oneshot::Sender<Msg>>>>,
+}
+
+/// What a waiting request is told.
+enum Msg {
+    /// Its decision (`None`: Redis failed, decide locally).
+    Decided(Option<gcra::Decision>),
+    /// Its turn to make the call, for itself and these.
+    Lead(Vec<oneshot::Sender<Msg>>),
 }
 
 /// The pod's rate limiter; cheap to clone.
@@ -98,6 +109,7 @@ impl RateLimiter {
             down_until_us: AtomicU64::new(0),
             alerted: AtomicBool::new(false),
             local: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -172,13 +184,8 @@ impl RateLimiter {
         if down_until != 0 && self.now_us() < down_until {
             return (self.local(p, key), "local");
         }
-        let shared = tokio::time::timeout(
-            self.0.redis_timeout,
-            gcra::check(&self.0.redis, key, p.spec.limit, p.spec.period),
-        )
-        .await;
-        match shared {
-            Ok(Ok(decision)) => {
+        match self.ask_redis(p, key).await {
+            Ok(decision) => {
                 if down_until != 0 {
                     self.0.down_until_us.store(0, Ordering::Relaxed);
                     self.0.alerted.store(false, Ordering::Relaxed);
@@ -187,16 +194,15 @@ impl RateLimiter {
                 }
                 (decision, "shared")
             }
-            failed => {
+            Err(failed) => {
                 let retry_at = self.now_us()
                     + u64::try_from(RETRY_SHARED_AFTER.as_micros()).unwrap_or(u64::MAX);
                 self.0.down_until_us.store(retry_at, Ordering::Relaxed);
                 metrics::gauge!("rate_limit_storage_shared").set(0.0);
                 if !self.0.alerted.swap(true, Ordering::Relaxed) {
-                    let error = match &failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no answer within {} ms", self.0.redis_timeout.as_millis()),
-                    };
+                    let error = failed.unwrap_or_else(|| {
+                        format!("no answer within {} ms", self.0.redis_timeout.as_millis())
+                    });
                     tracing::warn!(%error, "rate-limit storage unreachable: limiting per pod");
                     self.0
                         .alerts
@@ -210,6 +216,76 @@ impl RateLimiter {
                 }
                 (self.local(p, key), "local")
             }
+        }
+    }
+
+    /// The shared decision. Requests for one key that arrive while a call for it is in
+    /// flight wait and go together in the next call (as the intake batches webhooks), so a
+    /// busy key costs one Redis call per round trip rather than one per request, and the
+    /// decisions stay exact (one atomic script per batch). `Err` carries Redis's error, or
+    /// `None` for a timeout.
+    async fn ask_redis(&self, p: &Policy, key: &str) -> Result<gcra::Decision, Option<String>> {
+        let mut batch = loop {
+            let rx = {
+                let mut waiting = self
+                    .0
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                match waiting.get_mut(key) {
+                    Some(queue) => {
+                        let (tx, rx) = oneshot::channel();
+                        queue.push(tx);
+                        rx
+                    }
+                    None => {
+                        waiting.insert(key.to_owned(), Vec::new());
+                        break Vec::new();
+                    }
+                }
+            };
+            match rx.await {
+                Ok(Msg::Decided(Some(d))) => return Ok(d),
+                Ok(Msg::Decided(None)) => return Err(None),
+                Ok(Msg::Lead(batch)) => break batch,
+                // The leader's request was dropped mid-call: join again.
+                Err(_) => continue,
+            }
+        };
+        // This request leads: whatever happens to it, the next waiter takes over.
+        let handoff = Handoff { limiter: self, key };
+        let n = batch.len() as u64 + 1;
+        let call = gcra::check_n(&self.0.redis, key, p.spec.limit, p.spec.period, n);
+        let outcome = match tokio::time::timeout(self.0.redis_timeout, call).await {
+            Ok(Ok(counted)) => Ok(counted),
+            Ok(Err(e)) => Err(Some(e.to_string())),
+            Err(_) => Err(None),
+        };
+        let cell = |i: u64| {
+            outcome
+                .as_ref()
+                .ok()
+                .map(|&(allowed, remaining, retry_after)| gcra::Decision {
+                    allowed: i < allowed,
+                    remaining: if i < allowed {
+                        remaining + (allowed - 1 - i)
+                    } else {
+                        0
+                    },
+                    retry_after: if i < allowed {
+                        Duration::ZERO
+                    } else {
+                        retry_after
+                    },
+                })
+        };
+        for (i, waiter) in batch.drain(..).enumerate() {
+            let _ = waiter.send(Msg::Decided(cell(i as u64 + 1)));
+        }
+        drop(handoff);
+        match cell(0) {
+            Some(d) => Ok(d),
+            None => Err(outcome.err().flatten()),
         }
     }
 
@@ -242,5 +318,36 @@ impl RateLimiter {
             remaining: (period - ahead) / interval,
             retry_after: Duration::ZERO,
         }
+    }
+}
+
+/// Passes the lead for a key to its first waiter (or forgets the key) when the leading
+/// request is done, or dropped mid-call (a client that went away).
+struct Handoff<'a> {
+    limiter: &'a RateLimiter,
+    key: &'a str,
+}
+
+impl Drop for Handoff<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self
+            .limiter
+            .0
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(queue) = waiting.get_mut(self.key) else {
+            return;
+        };
+        let mut queue = std::mem::take(queue);
+        while !queue.is_empty() {
+            let next = queue.remove(0);
+            match next.send(Msg::Lead(queue)) {
+                Ok(()) => return,
+                Err(Msg::Lead(rest)) => queue = rest,
+                Err(Msg::Decided(_)) => return,
+            }
+        }
+        waiting.remove(self.key);
     }
 }
