@@ -45,7 +45,7 @@ async fn a_breaker_opened_on_one_pod_defers_the_other_and_lets_one_probe_through
         ("WORKER_CONCURRENCY", "0"),
         ("OUTBOX_SWEEP_INTERVAL_MS", "3600000"),
         ("OUTBOUND_BREAKER_THRESHOLD", "2"),
-        ("OUTBOUND_BREAKER_COOLDOWN_MS", "1500"),
+        ("OUTBOUND_BREAKER_COOLDOWN_MS", "5000"),
         ("OUTBOUND_MAX_INLINE_WAIT_MS", "200"),
     ];
     let a = pod(&db, &prefix, &provider, "http://127.0.0.1:9", &settings).await;
@@ -64,7 +64,7 @@ async fn a_breaker_opened_on_one_pod_defers_the_other_and_lets_one_probe_through
     // Two failures on pod A open the breaker; A reschedules past the cool-down.
     let out = dispatch::process(deps_a, rows[0]).await.unwrap();
     assert!(
-        matches!(out, Outcome::Rescheduled { after } if after >= Duration::from_millis(1500)),
+        matches!(out, Outcome::Rescheduled { after } if after >= Duration::from_millis(5000)),
         "{out:?}"
     );
     assert_eq!(provider.calls("slack").len(), 2);
