@@ -46,6 +46,8 @@ pub async fn pod_with(
         // Longer than any job here, short enough that a job dropped with its worker
         // (a worker restarted after a Redis error) is retried within the test.
         v.insert("INBOX_LEASE_SECS".into(), "5".into());
+        // Finished jobs are vacuumed from Redis by the queue-upkeep job.
+        v.insert("SCHEDULE_QUEUE_UPKEEP".into(), "@every 300ms".into());
     })
     .await
 }
