@@ -36,6 +36,10 @@ async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
     }
     let all = "SELECT count(*) FROM events";
     assert_eq!(db.wait_for_count(all, 7).await, 7);
+    // Numbered is not yet published: wait until the relay has sent all seven, so what the
+    // new socket receives live is only what comes after them.
+    let published = "SELECT COALESCE(max(published_seq), 0) FROM org_event_seq";
+    assert_eq!(db.wait_for_count(published, 7).await, 7);
 
     let mut sock = connect_with(&b, &token).await;
     let (status, page) = fetch_events(&b, &token, &format!("org_id={org}&after=1")).await;
