@@ -33,6 +33,8 @@ export SB_TEST_REDIS_URL="redis://127.0.0.1:$redis_port"
 # With arguments (e.g. `-p switchboard-api auth`), run just those; without, everything.
 [ "$#" -gt 0 ] || set -- --workspace
 cargo fmt --all -- --check
+# What CI claims for the code: no clippy warning anywhere (tests included).
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --no-fail-fast "$@"
 else

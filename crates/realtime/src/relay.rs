@@ -124,6 +124,28 @@ struct Numbered {
     payload: Value,
 }
 
+/// Numbered events not yet published (`published_seq < seq`), oldest first per org.
+async fn unpublished<'e>(db: impl sqlx::PgExecutor<'e>) -> Result<Vec<Numbered>, sqlx::Error> {
+    let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
+        "SELECT e.org_id, e.seq, e.event, e.payload
+         FROM org_event_seq s JOIN events e ON e.org_id = s.org_id AND e.seq > s.published_seq
+         WHERE s.published_seq < s.seq
+         ORDER BY e.org_id, e.seq LIMIT $1",
+    )
+    .bind(BATCH)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(org_id, seq, event, payload)| Numbered {
+            org_id,
+            seq,
+            event,
+            payload,
+        })
+        .collect())
+}
+
 /// The relay of one pod.
 pub(crate) struct Relay {
     pub(crate) db: PgPool,
@@ -167,29 +189,22 @@ impl Relay {
     /// sockets, each once. (When Redis returns, the relay publishes them to every pod; a
     /// socket here may then see a number twice, which the `seq` tells it.)
     async fn local_catch_up(&self) -> Result<(), sqlx::Error> {
-        let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
-            "SELECT e.org_id, e.seq, e.event, e.payload
-             FROM org_event_seq s JOIN events e ON e.org_id = s.org_id AND e.seq > s.published_seq
-             WHERE s.published_seq < s.seq
-             ORDER BY e.org_id, e.seq LIMIT $1",
-        )
-        .bind(BATCH)
-        .fetch_all(&self.db)
-        .await?;
-        for (org_id, seq, event, payload) in rows {
-            let fresh = {
-                let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
-                let last = local.entry(org_id).or_insert(0);
-                let fresh = seq > *last;
-                *last = (*last).max(seq);
-                fresh
-            };
-            if fresh {
-                let data = events::wire_payload(org_id, seq, &payload);
-                self.publisher.local(org_id, &event, &data).await;
+        for e in unpublished(&self.db).await? {
+            if self.delivered_locally(e.org_id, e.seq) {
+                let data = events::wire_payload(e.org_id, e.seq, &e.payload);
+                self.publisher.local(e.org_id, &e.event, &data).await;
             }
         }
         Ok(())
+    }
+
+    /// Records that this pod's sockets have event `seq` of `org_id`; false when they had it.
+    fn delivered_locally(&self, org_id: Uuid, seq: i64) -> bool {
+        let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = local.entry(org_id).or_insert(0);
+        let fresh = seq > *last;
+        *last = (*last).max(seq);
+        fresh
     }
 
     async fn drain_outbox(&self) {
@@ -296,30 +311,14 @@ impl Relay {
         &self,
         conn: &mut sqlx::PgConnection,
     ) -> Result<Vec<Numbered>, sqlx::Error> {
-        let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
-            "SELECT e.org_id, e.seq, e.event, e.payload
-             FROM org_event_seq s JOIN events e ON e.org_id = s.org_id AND e.seq > s.published_seq
-             WHERE s.published_seq < s.seq
-             ORDER BY e.org_id, e.seq LIMIT $1",
-        )
-        .bind(BATCH)
-        .fetch_all(&mut *conn)
-        .await?;
+        let rows = unpublished(&mut *conn).await?;
         if !rows.is_empty() {
             tracing::info!(
                 count = rows.len(),
                 "realtime relay publishing events a previous relay left"
             );
         }
-        Ok(rows
-            .into_iter()
-            .map(|(org_id, seq, event, payload)| Numbered {
-                org_id,
-                seq,
-                event,
-                payload,
-            })
-            .collect())
+        Ok(rows)
     }
 
     /// Publishes in order, then records how far each org's log is published.
@@ -351,10 +350,7 @@ impl Relay {
             } else {
                 stopped.push(e.org_id);
                 // It reached this pod's sockets; the local catch-up must not repeat it.
-                let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
-                let last = local.entry(e.org_id).or_insert(0);
-                *last = (*last).max(e.seq);
-                drop(local);
+                self.delivered_locally(e.org_id, e.seq);
                 *self
                     .degraded_until
                     .lock()

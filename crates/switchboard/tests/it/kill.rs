@@ -1,6 +1,5 @@
-use crate::switchboard;
+use crate::serve_ready;
 use serde_json::{Value, json};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
 use switchboard_testing::signing::{self, secrets};
@@ -46,24 +45,8 @@ async fn a_pod_killed_mid_job_still_gets_the_message_processed_exactly_once() {
     vars.insert("INBOX_SWEEP_INTERVAL_MS".into(), "3600000".into());
     // Its lease on the event outlives it by 2 s only.
     vars.insert("INBOX_LEASE_SECS".into(), "2".into());
-    let mut child = switchboard(&vars, &["serve"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    let (mut child, base) = serve_ready(&vars).await;
     let http = switchboard_testing::http();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http
-        .get(format!("{base}/ready"))
-        .send()
-        .await
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "pod A never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 
     let (org, email, password) = seed_member(&db, None, Role::Admin).await;
     let token: Value = http

@@ -24,6 +24,33 @@ pub fn switchboard(vars: &HashMap<String, String>, args: &[&str]) -> Command {
     cmd
 }
 
+/// `switchboard serve` with `vars` (which set `PORT`), once its `/ready` answers 200 (30 s at
+/// most); returns the process and its base URL.
+pub async fn serve_ready(vars: &HashMap<String, String>) -> (std::process::Child, String) {
+    let child = switchboard(vars, &["serve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", vars["PORT"]);
+    let http = switchboard_testing::http();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while http
+        .get(format!("{base}/ready"))
+        .send()
+        .await
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{base} never became ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    (child, base)
+}
+
 /// Runs a command to completion.
 pub fn run(vars: &HashMap<String, String>, args: &[&str]) -> Output {
     switchboard(vars, args).output().unwrap()

@@ -1,6 +1,5 @@
-use crate::switchboard;
+use crate::serve_ready;
 use serde_json::{Value, json};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
 use switchboard_testing::signing::secrets;
@@ -27,24 +26,8 @@ async fn a_pod_killed_right_after_a_release_commit_still_gets_its_events_deliver
     // Pod A stops dead after the release commit, and its relay never runs on its own.
     vars.insert("FAULT_INJECT".into(), "release:after_commit:hang".into());
     vars.insert("RELAY_POLL_MS".into(), "3600000".into());
-    let mut child = switchboard(&vars, &["serve"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let a = format!("http://127.0.0.1:{port}");
+    let (mut child, a) = serve_ready(&vars).await;
     let http = switchboard_testing::http();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http
-        .get(format!("{a}/ready"))
-        .send()
-        .await
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "pod A never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 
     let (org, email, password) = seed_member(&db, None, Role::Admin).await;
     let token = b.login(&email, &password).await;
