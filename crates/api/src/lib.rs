@@ -10,14 +10,14 @@ mod http;
 pub mod idempotency;
 pub mod lifecycle;
 pub mod metrics;
+pub mod pod;
 pub mod protection;
 mod sampler;
 pub mod scheduled;
 mod serve;
-mod server;
 pub mod state;
 pub mod telemetry;
 pub mod timeouts;
 
-pub use server::{App, Server, StartError};
+pub use pod::{App, Bound, Server, StartError};
 pub use state::AppState;

@@ -72,8 +72,10 @@ fn main() -> ExitCode {
     })
 }
 
+/// One pod, step by step (`switchboard_api::pod` has each step's details).
 async fn serve(config: switchboard_config::Config) -> ExitCode {
     telemetry::init_tracing(&config);
+    // Checks (production invariants, the connection budget, schedules), pools, state.
     let app = match App::build(config).await {
         Ok(app) => app,
         Err(StartError::Violations(lines)) => {
@@ -87,13 +89,20 @@ async fn serve(config: switchboard_config::Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let server = match app.start().await {
-        Ok(server) => server,
+    // The API port and `/metrics`: a port conflict fails here, before any job is taken.
+    let bound = match app.bind().await {
+        Ok(bound) => bound,
         Err(e) => {
             eprintln!("switchboard: {e}");
             return ExitCode::FAILURE;
         }
     };
+    // Realtime relay, queue promoters, inbound and outbound workers, the scheduler with its
+    // periodic jobs, the load sampler.
+    bound.spawn_background();
+    // REST, webhooks, Socket.IO and the console, with the drain armed.
+    let server = bound.serve();
+    // Until SIGTERM: readiness 503, drain, finish the jobs in hand, close the pools.
     match server.run_until_signal().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

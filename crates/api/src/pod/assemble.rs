@@ -1,0 +1,179 @@
+//! Building a pod's state from its configuration: the checks, then the Postgres and Redis
+//! pools, the realtime layer, the flows' dependencies, the queues and the protection layers.
+//! Nothing runs yet; [`super::run`] binds and starts it.
+
+use crate::auth::JwtKeys;
+use crate::connection_cache::ConnectionCache;
+use crate::lifecycle::Lifecycle;
+use crate::protection::Protection;
+use crate::protection::backpressure::Backpressure;
+use crate::protection::limiter::RateLimiter;
+use crate::state::{AppState, AppStateInner};
+use secrecy::ExposeSecret;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use switchboard_config::{AppEnv, Config};
+use switchboard_coord::{CoordError, Redis};
+use switchboard_flows::Deps;
+use switchboard_flows::agent::AgentClient;
+use switchboard_flows::alerts::Alerts;
+use switchboard_flows::dispatch::Dispatcher;
+use switchboard_flows::email_body::EmailBodies;
+use switchboard_flows::faults::Faults;
+use switchboard_flows::inbound::InboxPolicy;
+use switchboard_flows::intake::Intake;
+use switchboard_flows::pressure::AcceptLoad;
+use switchboard_flows::queue::{InboundQueue, OutboundQueue};
+use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenClaims, TokenError};
+use switchboard_store::StoreError;
+use switchboard_store::crypto::SecretCipher;
+use switchboard_store::inbox::RetryPolicy;
+
+/// Why a pod refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Production invariants are broken; one line each.
+    #[error("refusing to start:\n{}", .0.join("\n"))]
+    Violations(Vec<String>),
+    /// Postgres set-up failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Redis set-up failed.
+    #[error(transparent)]
+    Coord(#[from] CoordError),
+    /// Socket.IO or its Redis adapter could not be set up.
+    #[error(transparent)]
+    Realtime(#[from] RealtimeError),
+    /// The listener could not bind.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The inbound job's retries and limits, from the configuration.
+fn inbox_policy(config: &Config) -> InboxPolicy {
+    InboxPolicy {
+        retry: RetryPolicy {
+            max_attempts: i32::try_from(config.inbox_max_attempts).unwrap_or(i32::MAX),
+            base: Duration::from_secs(config.inbox_retry_base_secs),
+            max_wait: Duration::from_secs(config.inbox_retry_max_secs),
+        },
+        text_max_bytes: config.inbound_text_max_bytes,
+        prompt_max_bytes: config.agent_prompt_max_bytes,
+    }
+}
+
+/// A pod that has been assembled but does not listen or work yet.
+pub struct App {
+    pub(super) state: AppState,
+}
+
+impl App {
+    /// Checks the configuration (see [`super::checks`]) and builds the state. Pools connect
+    /// lazily, except that the AA9 budget check asks Postgres for `max_connections` (with a
+    /// short timeout).
+    pub async fn build(config: Config) -> Result<App, StartError> {
+        let db = switchboard_store::connect_lazy(&config)?;
+        let (violations, proxies) = super::checks::check(&config, &db).await;
+        if !violations.is_empty() {
+            return Err(StartError::Violations(violations));
+        }
+        let (Some(redis_url), Some(key)) = (&config.redis_url, config.master_key_bytes()) else {
+            return Err(StartError::Violations(vec![
+                "REDIS_URL and MASTER_ENCRYPTION_KEY must be set".into(),
+            ]));
+        };
+        let redis = Redis::connect_lazy(redis_url.expose_secret(), &config.redis_prefix)?;
+        let lifecycle = Lifecycle::new();
+        let jwt = Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs));
+        let realtime = Realtime::build(
+            realtime::Settings::new(&config, redis_url.expose_secret()),
+            db.clone(),
+            token_verifier(jwt.clone()),
+            lifecycle.tasks().clone(),
+        )
+        .await?;
+        let flows = Deps {
+            db: db.clone(),
+            redis: redis.clone(),
+            agent: AgentClient::new(&config, redis.clone()),
+            emitter: realtime.emitter(),
+            inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
+            inbox_policy: inbox_policy(&config),
+            load: AcceptLoad::new(config.accept_priority_in_flight),
+            email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
+            outbound: OutboundQueue::outbound(&redis),
+            dispatch: Dispatcher::new(&config, SecretCipher::new(&key))
+                .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
+            faults: faults(&config)?,
+        };
+        let inbound = InboundQueue::inbound(&redis);
+        let alerts = Alerts::new(
+            db.clone(),
+            redis.clone(),
+            Duration::from_secs(config.alert_window_secs),
+            &config.pod_id(),
+        );
+        let protection = Protection {
+            limiter: RateLimiter::new(&config, redis.clone(), alerts.clone()),
+            pressure: Backpressure::new(&config),
+            proxies,
+        };
+        let state = AppState::new(AppStateInner {
+            connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
+            intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
+            inbound,
+            flows,
+            jwt,
+            cipher: SecretCipher::new(&key),
+            config: Arc::new(config),
+            db,
+            redis,
+            lifecycle,
+            realtime,
+            protection,
+            alerts,
+        });
+        crate::metrics::install();
+        Ok(App { state })
+    }
+
+    /// The state, e.g. for tests that drive jobs directly.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+}
+
+/// `FAULT_INJECT`, honoured with `APP_ENV=test` only (production refuses to start with it).
+fn faults(config: &Config) -> Result<Faults, StartError> {
+    match (&config.fault_inject, config.app_env) {
+        (Some(spec), AppEnv::Test) => {
+            Faults::from_spec(spec).map_err(|e| StartError::Violations(vec![e.to_string()]))
+        }
+        (Some(_), _) => {
+            tracing::warn!("FAULT_INJECT is ignored outside APP_ENV=test");
+            Ok(Faults::default())
+        }
+        (None, _) => Ok(Faults::default()),
+    }
+}
+
+/// The socket handshake's token check: the same keys and rules as the REST API's.
+fn token_verifier(jwt: Arc<JwtKeys>) -> realtime::TokenVerifier {
+    Arc::new(move |token| {
+        jwt.verify(token)
+            .map(|claims| TokenClaims {
+                user_id: claims.sub,
+                expires_at: claims.exp,
+            })
+            .map_err(|e| match e.kind() {
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,
+                _ => TokenError::Invalid,
+            })
+    })
+}

@@ -1,0 +1,45 @@
+//! What a pod runs besides answering requests. Every piece is started on the lifecycle's
+//! task tracker and stops on its shutdown token, so a drain waits for the jobs in hand.
+
+use crate::state::AppState;
+use switchboard_flows::{dispatch, upkeep};
+
+/// Starts the pod's workers and sweepers on the lifecycle's tracker and token, so shutdown
+/// waits for the jobs they hold.
+pub(super) fn spawn(state: &AppState) {
+    let config = &state.config;
+    let identity = format!(
+        "{}-{}-{}",
+        config.pod_id(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    let token = state.lifecycle.shutdown_token();
+    let tracker = state.lifecycle.tasks();
+    state.realtime.spawn_background(token.clone(), tracker);
+    // The promoter stays a per-pod 100 ms timer, not a scheduled job: see
+    // `switchboard_flows::jobs::housekeeping`.
+    upkeep::spawn_promoter(state.inbound.queue_ref(), token.clone(), tracker);
+    upkeep::spawn_promoter(state.flows.outbound.queue_ref(), token.clone(), tracker);
+    // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
+    if config.worker_concurrency > 0 {
+        state.inbound.spawn_workers(
+            state.flows.clone(),
+            identity.clone(),
+            config.worker_concurrency,
+            token.clone(),
+            tracker,
+        );
+        dispatch::spawn_workers(
+            state.flows.clone(),
+            identity.clone(),
+            config.worker_concurrency,
+            token.clone(),
+            tracker,
+        );
+    }
+    dispatch::spawn_gauges(state.flows.clone(), token.clone(), tracker);
+    // Every periodic job, once per slot across pods (AA2).
+    crate::scheduled::build(state, &identity).spawn(token, tracker);
+    crate::sampler::spawn(state.clone());
+}

@@ -1,0 +1,54 @@
+//! What a pod checks before it starts: the production invariants (AA9's connection budget
+//! among them), the schedules and the proxy list. Every broken rule is reported at once, so
+//! an operator fixes a configuration in one go rather than one restart per line.
+
+use crate::protection::client_ip::TrustedProxies;
+use sqlx::PgPool;
+use std::time::Duration;
+use switchboard_config::{AppEnv, Config, Violation};
+
+/// The configuration's violations (one line each) and the trusted proxies it names.
+pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, TrustedProxies) {
+    let mut violations: Vec<String> = config
+        .static_violations()
+        .iter()
+        .map(Violation::to_string)
+        .collect();
+    let production = config.app_env == AppEnv::Production;
+    if !production {
+        if config.redis_url.is_none() {
+            violations.push("REDIS_URL must be set".into());
+        }
+        if config.master_encryption_key.is_none() {
+            violations.push("MASTER_ENCRYPTION_KEY must be set".into());
+        }
+    }
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        switchboard_store::max_connections(db),
+    )
+    .await
+    {
+        Ok(Ok(max)) => {
+            if let Some(v) = config.connection_budget_violation(max) {
+                if production {
+                    violations.push(v.to_string());
+                } else {
+                    tracing::warn!("{v}");
+                }
+            }
+        }
+        Ok(Err(e)) if production => violations.push(format!(
+            "cannot verify the connection budget: Postgres did not answer ({e})"
+        )),
+        Err(_) if production => violations
+            .push("cannot verify the connection budget: Postgres did not answer within 5 s".into()),
+        _ => tracing::warn!("Postgres unreachable at start-up; /ready will report it"),
+    }
+    violations.extend(crate::scheduled::schedule_violations(config));
+    let proxies = TrustedProxies::parse(&config.trusted_proxies).unwrap_or_else(|e| {
+        violations.push(e);
+        Default::default()
+    });
+    (violations, proxies)
+}
