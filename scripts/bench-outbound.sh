@@ -14,8 +14,9 @@
 #
 # Usage: scripts/bench-outbound.sh
 # Env:   BENCH_RATE (100) releases/s;  BENCH_SECONDS (20) per scenario;
-#        BENCH_PROVIDER_MS (50);  BENCH_FAIL_PCTS ("0 10");  SB_SKIP_BUILD=1 reuses
-#        target/release/switchboard;  WORKER_CONCURRENCY (16) per pod.
+#        BENCH_PROVIDER_MS (50);  BENCH_FAIL_PCTS ("0 10");  BENCH_WARMUP (RATE x 5)
+#        releases first, not measured;  SB_SKIP_BUILD=1 reuses
+#        target/release/switchboard;  SB_BIN another binary;  WORKER_CONCURRENCY (16) per pod.
 # Output: one JSON line per scenario on stdout (also appended to .dev/bench/outbound-results.jsonl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ SECONDS_EACH="${BENCH_SECONDS:-20}"
 PROVIDER_MS="${BENCH_PROVIDER_MS:-50}"
 FAIL_PCTS="${BENCH_FAIL_PCTS:-0 10}"
 ITEMS=$((RATE * SECONDS_EACH))
+WARMUP="${BENCH_WARMUP:-$((RATE * 5))}"
 OUT_DIR=".dev/bench"
 mkdir -p "$OUT_DIR"
 
@@ -35,7 +37,8 @@ command -v psql >/dev/null || { echo "psql is needed (postgresql-client)" >&2; e
 if [ -z "${SB_SKIP_BUILD:-}" ]; then
   cargo build --release -q -p switchboard
 fi
-BIN="$PWD/target/release/switchboard"
+# SB_BIN runs another build, e.g. a baseline to alternate with (then SB_SKIP_BUILD=1).
+BIN="${SB_BIN:-$PWD/target/release/switchboard}"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-bench-outbound.XXXXXX")
 chmod 755 "$work"
@@ -67,7 +70,8 @@ export APP_ENV=development LOG_LEVEL=warn NO_COLOR=1 DRAIN_DELAY_MS=0 \
   JWT_SECRET="bench-jwt-secret-0123456789abcdef0123456789abcdef0123456789abcdef01234" \
   MASTER_ENCRYPTION_KEY="AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" \
   SLACK_API_BASE="http://127.0.0.1:$fake_port" DB_POOL_SIZE=20 EXPECTED_PODS=2 \
-  WORKER_CONCURRENCY="${WORKER_CONCURRENCY:-16}"
+  WORKER_CONCURRENCY="${WORKER_CONCURRENCY:-16}" \
+  RATE_LIMIT_DEFAULT=off # one client address sends every release
 "$BIN" migrate >/dev/null
 for i in 0 1; do
   PORT="${pod_ports[$i]}" POD_ID="pod-$((i + 1))" "$BIN" serve >"$work/pod-$i.log" 2>&1 &
@@ -92,7 +96,10 @@ CONN=$(curl -fsS -H 'Content-Type: application/json' -H "Authorization: Bearer $
   -d "{\"org_id\":\"$ORG\",\"channel\":\"slack\",\"name\":\"bench\",\"secrets\":{\"signing_secret\":\"s\",\"bot_token\":\"xoxb-bench\"}}" \
   "$POD1/channel-connections" | json_field id)
 
-for fail in $FAIL_PCTS; do
+# One scenario: a fake provider failing $1 % of calls, $2 fresh items released at RATE; prints
+# its JSON line.
+scenario() {
+  local fail=$1 items=$2 log fake_pid tag left failed
   log="$work/provider-$fail.log"
   : >"$log"
   node scripts/bench/fake-provider.js "$fake_port" "$PROVIDER_MS" "$fail" "$log" &
@@ -103,7 +110,7 @@ for fail in $FAIL_PCTS; do
   psql_b "
     WITH cu AS (
       INSERT INTO customers (org_id, channel, external_id)
-      SELECT '$ORG', 'slack', '$tag-' || i FROM generate_series(1, $ITEMS) i RETURNING id),
+      SELECT '$ORG', 'slack', '$tag-' || i FROM generate_series(1, $items) i RETURNING id),
     conv AS (
       INSERT INTO conversations (org_id, customer_id, channel, connection_id)
       SELECT '$ORG', cu.id, 'slack', '$CONN' FROM cu RETURNING id),
@@ -129,7 +136,7 @@ for fail in $FAIL_PCTS; do
   kill "$fake_pid" 2>/dev/null || true
   wait "$fake_pid" 2>/dev/null || true
   failed=$(psql_b "SELECT count(*) FROM outbox WHERE status IN ('failed', 'dead')")
-  python3 - "$work/scheduled.json" "$log" "$fail" "$RATE" "$PROVIDER_MS" "$failed" "$left" <<'PY' |
+  python3 - "$work/scheduled.json" "$log" "$fail" "$RATE" "$PROVIDER_MS" "$failed" "$left" <<'PY'
 import json, sys
 scheduled_file, log_file, fail, rate, provider_ms, failed, unsent = sys.argv[1:]
 doc = json.load(open(scheduled_file))
@@ -165,5 +172,13 @@ print(json.dumps({
     "duplicates": sum(1 for v in accepted.values() if len(v) > 1),
 }))
 PY
-  tee -a "$OUT_DIR/outbound-results.jsonl"
+}
+
+# Fresh pods open their Postgres connections and prepare their statements on first use;
+# the warm-up takes that cost out of the measured scenarios (its own line goes to stderr).
+if [ "$WARMUP" -gt 0 ]; then
+  echo "warm-up ($WARMUP releases, not measured): $(scenario 0 "$WARMUP")" >&2
+fi
+for fail in $FAIL_PCTS; do
+  scenario "$fail" "$ITEMS" | tee -a "$OUT_DIR/outbound-results.jsonl"
 done

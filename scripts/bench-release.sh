@@ -7,10 +7,17 @@
 # BENCH_ITEMS new items are inserted (with customer, conversation, inbound message and draft)
 # before each run. Runs repeat BENCH_RUNS times; each prints one JSON line, then a summary
 # with the median and the spread.
+# With BENCH_BASELINE_BIN set to another build of switchboard, the runs alternate between
+# that baseline and the current build (baseline, current, baseline, ...; BENCH_RUNS each,
+# pods restarted on the other binary before every run; the native stack only) and the
+# summary compares the two. Name both binaries `switchboard` (the stack's scripts recognise
+# their processes by that name), e.g. /tmp/base/switchboard.
 #
 # Usage: scripts/bench-release.sh   (brings the stack up with dev-up if needed)
 # Env:   BENCH_ITEMS (2000)  items per run;  BENCH_RATE (200)  releases per second
-#        BENCH_RUNS (3);     SB_SKIP_BUILD=1 reuses target/release/switchboard (dev-up)
+#        BENCH_RUNS (3);     BENCH_WARMUP (RATE x 3) releases before each run, not measured
+#        SB_SKIP_BUILD=1 reuses target/release/switchboard (dev-up)
+#        BENCH_BASELINE_BIN  a baseline binary to alternate with (see above)
 # Output: JSON lines on stdout and appended to .dev/bench/release-results.jsonl.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
@@ -20,6 +27,7 @@ cd "$ROOT"
 ITEMS="${BENCH_ITEMS:-2000}"
 RATE="${BENCH_RATE:-200}"
 RUNS="${BENCH_RUNS:-3}"
+WARMUP="${BENCH_WARMUP:-$((RATE * 3))}"
 BENCH="$DEV/bench"
 NODE_DIR="$BENCH/realtime"
 OUT="$BENCH/release-results.jsonl"
@@ -52,13 +60,32 @@ TOKEN="$(curl -fsS -m 10 -H 'Content-Type: application/json' \
   "http://127.0.0.1:$LB_PORT/auth/login" | node -e 'let d="";process.stdin.on("data",c=>d+=c).on("end",()=>console.log(JSON.parse(d).token))')"
 psql_dev() { psql "postgres://postgres@127.0.0.1:$PG_PORT/switchboard" -XAtqc "$1"; }
 
-results=()
-for run in $(seq "$RUNS"); do
-  tag="bench-$RUN_ID-$run"
+CURRENT_BIN="$BIN"
+BASELINE_BIN="${BENCH_BASELINE_BIN:-}"
+[ -z "$BASELINE_BIN" ] || [ -x "$BASELINE_BIN" ] || die "BENCH_BASELINE_BIN is not an executable: $BASELINE_BIN"
+
+# Stops both pods (SIGTERM, as a rolling deploy does) and starts them again on binary $1.
+restart_pods_on() {
+  local file pid
+  for file in "$DEV"/pod-*.pid; do
+    [ -f "$file" ] || continue
+    pid="$(cat "$file")"
+    kill -TERM "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    rm -f "$file"
+  done
+  SB_NATIVE=1 SB_SKIP_BUILD=1 SB_BIN="$1" scripts/dev-up.sh >>"$BENCH/release-dev-up.log" 2>&1 ||
+    die "dev-up failed on $1 (log: .dev/bench/release-dev-up.log)"
+}
+
+# Inserts $2 fresh pending items tagged $1 (customer, conversation, inbound message, draft)
+# and releases them at RATE; prints the client's JSON line.
+release_fresh() {
+  local tag=$1 items=$2
   psql_dev "
     WITH cu AS (
       INSERT INTO customers (org_id, channel, external_id, display_name)
-      SELECT '$ORG_ID', 'slack', '$tag-' || i, 'Bench ' || i FROM generate_series(1, $ITEMS) i
+      SELECT '$ORG_ID', 'slack', '$tag-' || i, 'Bench ' || i FROM generate_series(1, $items) i
       RETURNING id),
     conv AS (
       INSERT INTO conversations (org_id, customer_id, channel, connection_id)
@@ -73,17 +100,42 @@ for run in $(seq "$RUNS"); do
   psql_dev "SELECT q.id FROM expert_queue q JOIN conversations c ON c.id = q.conversation_id
             JOIN customers cu ON cu.id = c.customer_id
             WHERE cu.external_id LIKE '$tag-%' AND q.status = 'pending'" >"$BENCH/release-items.txt"
-  line="$(node "$NODE_DIR/release.js" "http://127.0.0.1:${POD_PORTS[0]}" "http://127.0.0.1:${POD_PORTS[1]}" \
-    "$TOKEN" "$RATE" "$BENCH/release-items.txt")"
-  line="$(node -e 'const r=JSON.parse(process.argv[1]); r.run=process.argv[2]; r.run_id=process.argv[3]; console.log(JSON.stringify(r))' "$line" "$run" "$RUN_ID")"
+  node "$NODE_DIR/release.js" "http://127.0.0.1:${POD_PORTS[0]}" "http://127.0.0.1:${POD_PORTS[1]}" \
+    "$TOKEN" "$RATE" "$BENCH/release-items.txt"
+}
+
+plan=()
+for run in $(seq "$RUNS"); do
+  if [ -n "$BASELINE_BIN" ]; then plan+=("baseline:$run" "current:$run"); else plan+=("current:$run"); fi
+done
+
+results=()
+for step in "${plan[@]}"; do
+  build="${step%%:*}"
+  run="${step#*:}"
+  if [ -n "$BASELINE_BIN" ]; then
+    if [ "$build" = baseline ]; then restart_pods_on "$BASELINE_BIN"; else restart_pods_on "$CURRENT_BIN"; fi
+    log "run $run on the $build build"
+  fi
+  # Pods just (re)started open their Postgres connections and prepare their statements on
+  # first use: a warm-up at the same rate takes that out of the measured run.
+  if [ "$WARMUP" -gt 0 ]; then
+    log "warm-up: $(release_fresh "bench-$RUN_ID-$build-$run-warm" "$WARMUP")"
+  fi
+  line="$(release_fresh "bench-$RUN_ID-$build-$run" "$ITEMS")"
+  line="$(node -e 'const r=JSON.parse(process.argv[1]); r.run=+process.argv[2]; r.run_id=process.argv[3]; r.build=process.argv[4]; console.log(JSON.stringify(r))' "$line" "$run" "$RUN_ID" "$build")"
   echo "$line" | tee -a "$OUT"
   results+=("$line")
 done
 
 node -e '
-const rs = process.argv.slice(1).map(JSON.parse);
-const med = (k) => { const v = rs.map(r => r[k]).filter(x => x !== null).sort((a, b) => a - b); return v.length ? v[Math.floor(v.length / 2)] : null; };
-const span = (k) => { const v = rs.map(r => r[k]).filter(x => x !== null); return v.length ? `${Math.min(...v)}-${Math.max(...v)}` : "n/a"; };
-for (const k of ["achieved_rate", "http_p50_ms", "http_p99_ms", "cross_pod_p50_ms", "cross_pod_p99_ms", "errors"])
-  console.log(`${k.padEnd(18)} median ${med(k)}  (runs: ${span(k)})`);
+const all = process.argv.slice(1).map(JSON.parse);
+for (const build of [...new Set(all.map(r => r.build))]) {
+  const rs = all.filter(r => r.build === build);
+  console.log(`${build} build (${rs.length} runs):`);
+  const med = (k) => { const v = rs.map(r => r[k]).filter(x => x !== null).sort((a, b) => a - b); return v.length ? v[Math.floor(v.length / 2)] : null; };
+  const span = (k) => { const v = rs.map(r => r[k]).filter(x => x !== null); return v.length ? `${Math.min(...v)}-${Math.max(...v)}` : "n/a"; };
+  for (const k of ["achieved_rate", "http_p50_ms", "http_p99_ms", "cross_pod_p50_ms", "cross_pod_p99_ms", "errors"])
+    console.log(`  ${k.padEnd(18)} median ${med(k)}  (runs: ${span(k)})`);
+}
 ' "${results[@]}"

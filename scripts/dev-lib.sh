@@ -7,7 +7,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEV="$ROOT/.dev"
 COMPOSE_FILE="$ROOT/docker-compose.multi-pod.yml"
 COMPOSE_PROJECT=switchboard-multi
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/switchboard"
+# SB_BIN runs another build (benchmarks alternate a baseline binary with the current one).
+BIN="${SB_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/switchboard}"
 
 # Ports are overridable so the stack never collides with the system Postgres (5432) or
 # Redis (6379), or with a second checkout.

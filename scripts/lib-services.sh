@@ -55,6 +55,8 @@ sb_as_pg_user() {
 }
 
 # sb_start_postgres DATADIR PORT LOGFILE: initialises (once) and starts a throwaway cluster.
+# SB_PG_OPTS adds server options, e.g. "-c shared_preload_libraries=pg_stat_statements" to
+# see which statements a benchmark runs.
 sb_start_postgres() {
   local datadir=$1 port=$2 log=$3 bindir
   bindir=$(sb_pg_bindir)
@@ -64,7 +66,7 @@ sb_start_postgres() {
     sb_as_pg_user "$bindir/initdb" -D "$datadir" -A trust -U postgres --no-sync >/dev/null
   fi
   sb_as_pg_user "$bindir/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
-    -o "-p $port -k $datadir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+    -o "-p $port -k $datadir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${SB_PG_OPTS:-}" \
     start >/dev/null
 }
 

@@ -119,9 +119,12 @@ EOF
 chmod +x "$work/pod.sh"
 
 with_env "$BIN" migrate >/dev/null
-with_env "$BIN" demo-providers --port "$demo_port" --switchboard-url "http://127.0.0.1:$lb_port" \
+# One subshell that execs the server, so $! is the server itself and the clean-up stops it
+# (a backgrounded `with_env` would record the pid of a shell around it instead).
+(set -a && . "$work/env" && set +a && exec "$BIN" demo-providers --port "$demo_port" \
+  --switchboard-url "http://127.0.0.1:$lb_port" \
   --pod-url "http://127.0.0.1:$pod1_port" --pod-url "http://127.0.0.1:$pod2_port" \
-  --seed "$work/seed.json" >"$work/demo-providers.log" 2>&1 &
+  --seed "$work/seed.json" >"$work/demo-providers.log" 2>&1) &
 echo $! >"$work/demo-providers.pid"
 "$work/pod.sh" 1
 "$work/pod.sh" 2

@@ -1,7 +1,8 @@
 //! The expert's actions on a queue item, F3 release among them. Each is one atomic
-//! `UPDATE … WHERE <allowed states> RETURNING` (AA5) inside the caller's transaction,
-//! followed by what the action writes with it: for release and respond the outbound message
-//! and its outbox row (SPEC §2), for every action the audit row and the realtime events. The
+//! `UPDATE … WHERE <allowed states> RETURNING` (AA5) inside the caller's transaction (the
+//! same statement reads the item back as a console row), followed by what the action writes
+//! with it: for release and respond the outbound message and its outbox row (SPEC §2, one
+//! statement), for every action the audit row and the realtime events (one statement). The
 //! caller commits (with the Idempotency-Key's response), then calls [`after_commit`].
 //!
 //! The state machine (docs/ARCHITECTURE.md draws it):
@@ -28,10 +29,10 @@ use switchboard_domain::events::{
     AgentMessageSent, MessageCreated, MessageSummary, QueueItemEvent,
 };
 use switchboard_domain::{EventKind, QueueStatus, Role};
+use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
-use switchboard_store::outbox::{self, ReplyAuthor};
+use switchboard_store::outbox::{self, NewReply, ReplyAuthor};
 use switchboard_store::queue::{self, Current, ItemRow, Transition};
-use switchboard_store::{StoreError, event_outbox};
 use uuid::Uuid;
 
 use QueueStatus::{AwaitingClient, Claimed, Pending, Resolved, Snoozed};
@@ -236,52 +237,66 @@ pub async fn apply(
         return refused(tx, org_id, item_id, actor, action).await;
     };
     faults.check(Step::AfterTransition).await?;
+    let item = &updated.item;
 
-    let mut events: Vec<(EventKind, Value)> = Vec::new();
+    let mut events: Vec<(EventKind, Value)> = vec![(
+        EventKind::QueueItemUpdated,
+        to_value(&QueueItemEvent {
+            id: item.id,
+            conversation_id: item.conversation_id,
+            status: item.status,
+            version: item.version,
+            claimed_by: item.claimed_by,
+            flagged_for_review: item.flagged_for_review,
+        }),
+    )];
     let mut reply_out = None;
     if needs_reply {
         let body = updated.reply.clone().unwrap_or_default();
         let author = match action {
             Action::Release { body: None } => ReplyAuthor::Agent,
-            Action::Release { body: Some(b) } if Some(b) == updated.draft_body.as_ref() => {
+            Action::Release { body: Some(b) } if Some(b) == updated.draft.as_ref() => {
                 ReplyAuthor::Agent
             }
             _ => ReplyAuthor::Expert,
         };
-        let message = outbox::insert_reply(
+        // The id is chosen here and `created_at` is the transaction's time, so the events
+        // below name the message without reading it back.
+        let message_id = Uuid::new_v4();
+        let outbox_id = outbox::insert_reply(
             &mut *tx,
-            updated.conversation_id,
-            author,
-            actor.user_id,
-            &body,
+            NewReply {
+                message_id,
+                conversation_id: item.conversation_id,
+                author,
+                user_id: actor.user_id,
+                body: &body,
+            },
         )
         .await?;
-        faults.check(Step::AfterMessage).await?;
-        let outbox_id =
-            outbox::insert(&mut *tx, updated.conversation_id, message.id, &body).await?;
         faults.check(Step::AfterOutbox).await?;
         let summary = MessageSummary {
-            id: message.id,
+            id: message_id,
             author: match author {
                 ReplyAuthor::Agent => "agent".into(),
                 ReplyAuthor::Expert => "expert".into(),
             },
             body,
             delivery_status: Some("queued".into()),
-            created_at: message.created_at,
+            created_at: updated.at,
         };
         events.push((
             EventKind::MessageCreated,
             to_value(&MessageCreated {
-                conversation_id: updated.conversation_id,
-                message_id: message.id,
+                conversation_id: item.conversation_id,
+                message_id,
             }),
         ));
         events.push((
             EventKind::AgentMessageSent,
             to_value(&AgentMessageSent {
-                queue_item_id: updated.id,
-                conversation_id: updated.conversation_id,
+                queue_item_id: item.id,
+                conversation_id: item.conversation_id,
                 message: summary.clone(),
             }),
         ));
@@ -290,7 +305,7 @@ pub async fn apply(
             outbox_id,
         });
     }
-    let mut details = json!({"to": updated.status.as_str(), "version": updated.version});
+    let mut details = json!({"to": item.status.as_str(), "version": item.version});
     if let Some(r) = &reply_out {
         details["message_id"] = json!(r.message.id);
         details["outbox_id"] = json!(r.outbox_id);
@@ -298,7 +313,7 @@ pub async fn apply(
     if let Action::Assign { user_id } = action {
         details["assignee"] = json!(user_id);
     }
-    audit::record(
+    audit::record_with_events(
         &mut *tx,
         AuditActor {
             org_id: Some(org_id),
@@ -308,30 +323,12 @@ pub async fn apply(
         &format!("queue_item.{}", action.name()),
         Some(("expert_queue", item_id)),
         details,
+        &events,
     )
     .await?;
-    faults.check(Step::AfterAudit).await?;
-    events.insert(
-        0,
-        (
-            EventKind::QueueItemUpdated,
-            to_value(&QueueItemEvent {
-                id: updated.id,
-                conversation_id: updated.conversation_id,
-                status: updated.status,
-                version: updated.version,
-                claimed_by: updated.claimed_by,
-                flagged_for_review: updated.flagged_for_review,
-            }),
-        ),
-    );
-    event_outbox::enqueue(&mut *tx, org_id, &events).await?;
     faults.check(Step::AfterEvents).await?;
-    let item = queue::get(&mut *tx, item_id)
-        .await?
-        .ok_or(ActionError::NotFound)?;
     Ok(Done {
-        item,
+        item: updated.item,
         reply: reply_out,
         changed: true,
     })

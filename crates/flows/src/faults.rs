@@ -13,13 +13,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub enum Step {
     /// The queue item's `UPDATE` ran.
     AfterTransition,
-    /// The outbound message was inserted.
-    AfterMessage,
-    /// The outbox row was inserted.
+    /// The outbound message and its outbox row were inserted.
     AfterOutbox,
-    /// The audit row was inserted.
-    AfterAudit,
-    /// The realtime events were stored.
+    /// The audit row and the realtime events were stored.
     AfterEvents,
     /// The transaction committed; the job is not pushed and the relay not woken yet.
     AfterCommit,
@@ -27,11 +23,9 @@ pub enum Step {
 
 impl Step {
     /// Every step, in order.
-    pub const ALL: [Step; 6] = [
+    pub const ALL: [Step; 4] = [
         Step::AfterTransition,
-        Step::AfterMessage,
         Step::AfterOutbox,
-        Step::AfterAudit,
         Step::AfterEvents,
         Step::AfterCommit,
     ];
@@ -39,9 +33,7 @@ impl Step {
     fn name(self) -> &'static str {
         match self {
             Step::AfterTransition => "after_transition",
-            Step::AfterMessage => "after_message",
             Step::AfterOutbox => "after_outbox",
-            Step::AfterAudit => "after_audit",
             Step::AfterEvents => "after_events",
             Step::AfterCommit => "after_commit",
         }
@@ -65,7 +57,7 @@ pub struct Injected(pub Step);
 /// Why `FAULT_INJECT` could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_message, after_outbox, after_audit, after_events, after_commit, or scheduler:<job>:hang"
+    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_outbox, after_events, after_commit, or scheduler:<job>:hang"
 )]
 pub struct BadFaultSpec;
 

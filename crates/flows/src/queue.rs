@@ -2,7 +2,9 @@
 //!
 //! apalis-redis is the fast path, not the truth: the inbox row in Postgres is. Known
 //! behaviours of apalis-redis 1.0 handled here:
-//! - an idle worker fetches only on its heartbeat unless polled: we poll every 150 ms;
+//! - an idle worker fetches only on its heartbeat unless polled: a push on this pod wakes
+//!   this pod's worker at once, and it polls every 150 ms for what other pods pushed and
+//!   what comes due;
 //! - worker names are identities in Redis: ours are unique per pod, process, app instance
 //!   and restart;
 //! - one Redis error can leave a worker's backend dead: a supervisor restarts the worker;
@@ -19,12 +21,15 @@
 
 use crate::{Deps, inbound, upkeep};
 use apalis::prelude::*;
+use apalis_core::backend::ext::poll_strategy::{PollWith, Strategy};
 use apalis_redis::{Config as QueueConfig, RedisStorage};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 use std::time::Duration;
 use switchboard_coord::Redis;
 use switchboard_domain::jobs::{InboundJob, OutboundJob};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -80,6 +85,8 @@ impl QueueRef {
 pub struct JobQueue<J> {
     name: &'static str,
     storage: RedisStorage<J>,
+    /// Rung after every push, so this pod's idle worker fetches without waiting for a poll.
+    pushed: Arc<Notify>,
 }
 
 impl<J> Clone for JobQueue<J> {
@@ -87,6 +94,7 @@ impl<J> Clone for JobQueue<J> {
         Self {
             name: self.name,
             storage: self.storage.clone(),
+            pushed: self.pushed.clone(),
         }
     }
 }
@@ -124,6 +132,7 @@ where
         Self {
             name,
             storage: RedisStorage::new(redis.conn()).with_config(config),
+            pushed: Arc::new(Notify::new()),
         }
     }
 
@@ -133,7 +142,10 @@ where
         storage.push_bulk(jobs).await.map_err(|source| PushError {
             queue: self.name,
             source,
-        })
+        })?;
+        // A permit is kept when the worker is busy fetching, so this push is never missed.
+        self.pushed.notify_one();
+        Ok(())
     }
 
     /// The queue's keys and connection, for upkeep.
@@ -146,9 +158,23 @@ where
         }
     }
 
-    /// The storage, for building workers.
+    /// The storage, for scheduled pushes.
     pub(crate) fn storage(&self) -> &RedisStorage<J> {
         &self.storage
+    }
+
+    /// The backend a worker of this pod fetches from: woken by this pod's pushes at once,
+    /// and every [`POLL_INTERVAL`] for other pods' pushes and jobs coming due.
+    pub(crate) fn backend(&self) -> PollWith<RedisStorage<J>, Strategy> {
+        let pushes = futures::stream::unfold(self.pushed.clone(), |pushed| async move {
+            pushed.notified().await;
+            Some(((), pushed))
+        });
+        self.storage.clone().poll_with_strategy(
+            Strategy::new()
+                .stream(Box::pin(pushes))
+                .interval(POLL_INTERVAL),
+        )
     }
 }
 
@@ -187,7 +213,7 @@ impl InboundQueue {
             tracker,
             move |name, stop| {
                 WorkerBuilder::new(name)
-                    .backend(queue.storage().clone().poll_with_interval(POLL_INTERVAL))
+                    .backend(queue.backend())
                     .data(deps.clone())
                     .concurrency(concurrency.max(1))
                     .build(handle)

@@ -84,85 +84,55 @@ pub async fn append_batch(
     Ok(out)
 }
 
-/// Numbers and stores events of one org inside the caller's transaction. The counter row is
-/// locked first, so the org's numbering on every pod is serialised and numbers are committed
-/// in order. Events stored before (a retried emit, matched by [`dedup_key`]) keep their
-/// first number and take none, so the sequence has no gaps.
+/// Numbers and stores events of one org inside the caller's transaction, in one statement
+/// (the relay runs it once per org and batch). The counter row is locked by its upsert, so
+/// the org's numbering is serialised and numbers are committed in order. Events stored
+/// before (a retried emit, matched by [`dedup_key`]) keep their first number and take none,
+/// and so does a repeat inside the batch, so the sequence has no gaps.
 pub async fn append_in(
     tx: &mut sqlx::PgConnection,
     org_id: Uuid,
     events: &[(&str, &Value)],
 ) -> Result<Vec<Appended>, sqlx::Error> {
+    let names: Vec<&str> = events.iter().map(|(e, _)| *e).collect();
     let keys: Vec<String> = events.iter().map(|(e, p)| dedup_key(e, p)).collect();
-    // Lock the counter (creating it at 1 reserves number 1 for this batch).
-    let (last, created): (i64, bool) = sqlx::query_as(
-        "INSERT INTO org_event_seq (org_id, seq) VALUES ($1, 1)
-         ON CONFLICT (org_id) DO UPDATE SET seq = org_event_seq.seq
-         RETURNING seq, (xmax = 0)",
+    let payloads: Vec<&Value> = events.iter().map(|(_, p)| *p).collect();
+    let rows: Vec<(i64, bool)> = sqlx::query_as(
+        "WITH input AS (
+           SELECT e, k, p, i FROM UNNEST($2::text[], $3::text[], $4::jsonb[])
+                  WITH ORDINALITY AS t(e, k, p, i)),
+         known AS (
+           SELECT dedup_key, seq FROM events WHERE org_id = $1 AND dedup_key = ANY($3)),
+         firsts AS (
+           SELECT DISTINCT ON (k) e, k, p, i FROM input
+           WHERE k NOT IN (SELECT dedup_key FROM known) ORDER BY k, i),
+         counter AS (
+           INSERT INTO org_event_seq AS s (org_id, seq, numbered_at)
+           SELECT $1, n, now() FROM (SELECT count(*) AS n FROM firsts) c WHERE n > 0
+           ON CONFLICT (org_id) DO UPDATE SET seq = s.seq + EXCLUDED.seq, numbered_at = now()
+           RETURNING s.seq AS last),
+         numbered AS (
+           SELECT f.k, f.i, (SELECT last FROM counter) - (SELECT count(*) FROM firsts)
+                            + row_number() OVER (ORDER BY f.i) AS seq, f.e, f.p
+           FROM firsts f),
+         stored AS (
+           INSERT INTO events (org_id, seq, event, dedup_key, payload)
+           SELECT $1, seq, e, k, p FROM numbered)
+         SELECT COALESCE(kn.seq, nb.seq), COALESCE(nb.i = input.i, false)
+         FROM input LEFT JOIN known kn ON kn.dedup_key = input.k
+                    LEFT JOIN numbered nb ON nb.k = input.k
+         ORDER BY input.i",
     )
     .bind(org_id)
-    .fetch_one(&mut *tx)
-    .await?;
-    let known: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT dedup_key, seq FROM events WHERE org_id = $1 AND dedup_key = ANY($2)",
-    )
-    .bind(org_id)
+    .bind(&names)
     .bind(&keys)
+    .bind(&payloads)
     .fetch_all(&mut *tx)
     .await?;
-    let mut seen: std::collections::HashMap<&str, i64> =
-        known.iter().map(|(k, s)| (k.as_str(), *s)).collect();
-    let base = if created { 0 } else { last };
-    let mut next = base;
-    let mut out = Vec::with_capacity(events.len());
-    let (mut seqs, mut names, mut fresh_keys, mut payloads) = (vec![], vec![], vec![], vec![]);
-    for ((event, payload), key) in events.iter().zip(&keys) {
-        if let Some(seq) = seen.get(key.as_str()) {
-            out.push(Appended {
-                seq: *seq,
-                fresh: false,
-            });
-            continue;
-        }
-        next += 1;
-        seen.insert(key, next);
-        out.push(Appended {
-            seq: next,
-            fresh: true,
-        });
-        seqs.push(next);
-        names.push(*event);
-        fresh_keys.push(key.as_str());
-        payloads.push(*payload);
-    }
-    if seqs.is_empty() {
-        if created {
-            // The reserved number 1 is not used: give it back.
-            sqlx::query("DELETE FROM org_event_seq WHERE org_id = $1")
-                .bind(org_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        return Ok(out);
-    }
-    sqlx::query("UPDATE org_event_seq SET seq = $2, numbered_at = now() WHERE org_id = $1")
-        .bind(org_id)
-        .bind(next)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(
-        "INSERT INTO events (org_id, seq, event, dedup_key, payload)
-         SELECT $1, s, e, k, p FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::jsonb[])
-              AS t(s, e, k, p)",
-    )
-    .bind(org_id)
-    .bind(&seqs)
-    .bind(&names)
-    .bind(&fresh_keys)
-    .bind(&payloads)
-    .execute(&mut *tx)
-    .await?;
-    Ok(out)
+    Ok(rows
+        .into_iter()
+        .map(|(seq, fresh)| Appended { seq, fresh })
+        .collect())
 }
 
 /// Up to `limit` events of `org_id` with `seq > after`, in order.

@@ -14,7 +14,8 @@
 //! 3. publish the batch through the Redis adapter in order, then record `published_seq`.
 //!
 //! A commit wakes its own pod's relay at once ([`Emitter::wake`]); a relay that finds the
-//! lock taken tries again shortly (the holder may have read the outbox before this commit),
+//! lock taken leaves the work to the holder, which always looks at the outbox once more
+//! after a cycle under the lock (so it sees every commit made before the lock was tried),
 //! and every pod also polls, which catches the events of a pod that died before waking
 //! anyone. Delivery on the wire is at-least-once per socket and best effort across
 //! disconnects; `GET /events` fills any gap.
@@ -42,9 +43,6 @@ const RELAY_LOCK: i64 = 0x5b_7e1a_0001;
 const BATCH: i64 = 500;
 /// A cross-pod publish slower than this is given up; the event is delivered locally.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
-/// While another pod's relay holds the lock, how often and how long to try again.
-const BUSY_RETRY: Duration = Duration::from_millis(2);
-const BUSY_ATTEMPTS: u32 = 250;
 /// After a failed publish, how long the relay serves sockets from the log instead of trying
 /// Redis again (the watchdog's check decides after that).
 const DEGRADED_FOR: Duration = Duration::from_secs(2);
@@ -110,10 +108,13 @@ fn metric_name(event: &str) -> &'static str {
 /// What one relay cycle did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cycle {
-    /// Another pod's relay holds the lock.
+    /// Nothing waited; the lock was not taken.
+    Idle,
+    /// Another pod's relay holds the lock. It looks at the outbox again after letting go,
+    /// and what this pod committed before trying the lock is there by then: it moves it.
     Busy,
-    /// Moved and published this many outbox rows (and any left-over numbered events).
-    Moved(usize),
+    /// Moved and published outbox rows, or left-over numbered events.
+    Worked,
 }
 
 /// One numbered event on its way to the sockets.
@@ -162,8 +163,9 @@ pub(crate) struct Relay {
 }
 
 impl Relay {
-    /// Runs cycles until the outbox is empty (or another pod's relay keeps the lock longer
-    /// than [`BUSY_ATTEMPTS`] tries, in which case that relay or the next poll takes over).
+    /// Runs cycles until nothing waits, or until another pod's relay holds the lock (it
+    /// then moves what waits: see [`Cycle::Busy`]; waiting for it here only cost each idle
+    /// pod a query every few milliseconds while the other published).
     pub(crate) async fn drain(&self) {
         self.drain_outbox().await;
         if !self.adapter_up() {
@@ -208,18 +210,10 @@ impl Relay {
     }
 
     async fn drain_outbox(&self) {
-        let mut busy = 0;
         loop {
             match self.cycle().await {
-                Ok(Cycle::Moved(n)) if n > 0 => busy = 0,
-                Ok(Cycle::Moved(_)) => return,
-                Ok(Cycle::Busy) => {
-                    busy += 1;
-                    if busy >= BUSY_ATTEMPTS {
-                        return;
-                    }
-                    tokio::time::sleep(BUSY_RETRY).await;
-                }
+                Ok(Cycle::Worked) => {}
+                Ok(Cycle::Idle | Cycle::Busy) => return,
                 Err(error) => {
                     metrics::counter!("realtime_relay_errors_total").increment(1);
                     tracing::warn!(%error, "realtime relay cycle failed; the next one retries");
@@ -235,20 +229,22 @@ impl Relay {
         let mut conn = self.db.acquire().await?;
         // One round trip when there is nothing to do (every poll of every idle pod): the
         // lock is only tried when something waits.
-        let locked: Option<bool> = sqlx::query_scalar(
-            "SELECT CASE WHEN EXISTS (SELECT 1 FROM event_outbox)
-                           OR EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq)
-                    THEN pg_try_advisory_lock($1) END",
+        // It also says whether numbered events wait unpublished (a relay died or its publish
+        // failed), so the usual cycle skips looking for them.
+        let (leftovers, locked): (bool, Option<bool>) = sqlx::query_as(
+            "SELECT l, CASE WHEN l OR EXISTS (SELECT 1 FROM event_outbox)
+                            THEN pg_try_advisory_lock($1) END
+             FROM (SELECT EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq) AS l) x",
         )
         .bind(RELAY_LOCK)
         .fetch_one(&mut *conn)
         .await?;
         match locked {
-            None => return Ok(Cycle::Moved(0)),
+            None => return Ok(Cycle::Idle),
             Some(false) => return Ok(Cycle::Busy),
             Some(true) => {}
         }
-        let result = self.locked_cycle(&mut conn).await;
+        let result = self.locked_cycle(&mut conn, leftovers).await;
         let unlocked = match &result {
             Ok(_) => sqlx::query_scalar::<_, bool>("SELECT pg_advisory_unlock($1)")
                 .bind(RELAY_LOCK)
@@ -264,8 +260,16 @@ impl Relay {
         result
     }
 
-    async fn locked_cycle(&self, conn: &mut sqlx::PgConnection) -> Result<Cycle, sqlx::Error> {
-        let mut out = self.unpublished(conn).await?;
+    async fn locked_cycle(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        leftovers: bool,
+    ) -> Result<Cycle, sqlx::Error> {
+        let mut out = if leftovers {
+            self.unpublished(conn).await?
+        } else {
+            Vec::new()
+        };
         let mut tx = conn.begin().await?;
         let mut rows: Vec<(i64, Uuid, String, Value)> = sqlx::query_as(
             "DELETE FROM event_outbox WHERE id IN (
@@ -276,7 +280,6 @@ impl Relay {
         .fetch_all(&mut *tx)
         .await?;
         rows.sort_by_key(|r| r.0);
-        let moved = rows.len();
         let mut orgs: Vec<Uuid> = Vec::new();
         for (_, org, _, _) in &rows {
             if !orgs.contains(org) {
@@ -303,7 +306,7 @@ impl Relay {
         }
         tx.commit().await?;
         self.publish(conn, out).await?;
-        Ok(Cycle::Moved(moved))
+        Ok(Cycle::Worked)
     }
 
     /// Events an earlier relay numbered but did not publish.
@@ -330,7 +333,8 @@ impl Relay {
         if events.is_empty() {
             return Ok(());
         }
-        let mut published: Vec<(Uuid, i64)> = Vec::new();
+        // Per org: the first and the last number published in this cycle.
+        let mut published: Vec<(Uuid, i64, i64)> = Vec::new();
         let mut stopped: Vec<Uuid> = Vec::new();
         for e in &events {
             // Once an org's publish failed, its later events wait too: published_seq only
@@ -343,9 +347,9 @@ impl Relay {
             }
             let data = events::wire_payload(e.org_id, e.seq, &e.payload);
             if self.publisher.broadcast(e.org_id, &e.event, &data).await {
-                match published.iter_mut().find(|(org, _)| *org == e.org_id) {
-                    Some(entry) => entry.1 = entry.1.max(e.seq),
-                    None => published.push((e.org_id, e.seq)),
+                match published.iter_mut().find(|(org, _, _)| *org == e.org_id) {
+                    Some(entry) => entry.2 = entry.2.max(e.seq),
+                    None => published.push((e.org_id, e.seq, e.seq)),
                 }
             } else {
                 stopped.push(e.org_id);
@@ -361,13 +365,24 @@ impl Relay {
         if published.is_empty() {
             return Ok(());
         }
-        let (orgs, seqs): (Vec<Uuid>, Vec<i64>) = published.into_iter().unzip();
+        let orgs: Vec<Uuid> = published.iter().map(|p| p.0).collect();
+        let firsts: Vec<i64> = published.iter().map(|p| p.1).collect();
+        let lasts: Vec<i64> = published.iter().map(|p| p.2).collect();
+        // The mark moves only over a gap-free prefix: when numbers before this cycle's first
+        // are still unpublished (a relay's publish failed after this cycle's check), the
+        // next cycle publishes from there, repeating these, rather than skip them.
+        // Committed without waiting for the WAL flush: the mark lost to a crash only makes
+        // the next relay publish those events again, which the `seq` lets clients drop.
         sqlx::query(
-            "UPDATE org_event_seq s SET published_seq = GREATEST(s.published_seq, t.seq)
-             FROM UNNEST($1::uuid[], $2::bigint[]) AS t(org_id, seq) WHERE s.org_id = t.org_id",
+            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+             UPDATE org_event_seq s SET published_seq = GREATEST(s.published_seq, t.last)
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[]) AS t(org_id, first, last),
+                  async_commit
+             WHERE s.org_id = t.org_id AND s.published_seq >= t.first - 1",
         )
         .bind(&orgs)
-        .bind(&seqs)
+        .bind(&firsts)
+        .bind(&lasts)
         .execute(&mut *conn)
         .await?;
         Ok(())

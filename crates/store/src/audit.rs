@@ -3,6 +3,7 @@
 use crate::StoreError;
 use serde_json::Value;
 use sqlx::PgExecutor;
+use switchboard_domain::EventKind;
 use uuid::Uuid;
 
 /// Who acted, and through which request.
@@ -35,6 +36,42 @@ pub async fn record<'e>(
     .bind(target.map(|t| t.1))
     .bind(details)
     .bind(actor.request_id)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Appends an audit entry and stores the action's realtime events (in order, for the relay)
+/// in one statement, inside the action's transaction.
+pub async fn record_with_events<'e>(
+    db: impl PgExecutor<'e>,
+    actor: Actor<'_>,
+    action: &str,
+    target: Option<(&str, Uuid)>,
+    details: Value,
+    events: &[(EventKind, Value)],
+) -> Result<(), StoreError> {
+    let names: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    let payloads: Vec<&Value> = events.iter().map(|(_, p)| p).collect();
+    sqlx::query(
+        "WITH a AS (
+           INSERT INTO audit_log (org_id, actor_user_id, action, target_type, target_id, details,
+                                  request_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7))
+         INSERT INTO event_outbox (org_id, event, payload)
+         SELECT $1, e, p FROM UNNEST($8::text[], $9::jsonb[]) WITH ORDINALITY AS t(e, p, i)
+         WHERE $1 IS NOT NULL
+         ORDER BY i",
+    )
+    .bind(actor.org_id)
+    .bind(actor.user_id)
+    .bind(action)
+    .bind(target.map(|t| t.0))
+    .bind(target.map(|t| t.1))
+    .bind(details)
+    .bind(actor.request_id)
+    .bind(&names)
+    .bind(&payloads)
     .execute(db)
     .await?;
     Ok(())

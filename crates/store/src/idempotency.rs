@@ -43,9 +43,13 @@ pub async fn claim(
     lease: Duration,
 ) -> Result<Existing, StoreError> {
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX) as f64;
+    // The claim commits without waiting for its WAL flush (`set_config` is local to this one-statement transaction): the
+    // request's own transaction flushes it when it commits, and a claim lost to a crash
+    // before that only frees a key whose request left no effect.
     let claimed: Option<bool> = sqlx::query_scalar(
-        "INSERT INTO idempotency_keys (org_id, user_id, key, request_hash, locked_until)
-         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5 / 1000))
+        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+         INSERT INTO idempotency_keys (org_id, user_id, key, request_hash, locked_until)
+         SELECT $1, $2, $3, $4, now() + make_interval(secs => $5 / 1000) FROM async_commit
          ON CONFLICT (org_id, user_id, key) DO UPDATE
            SET request_hash = EXCLUDED.request_hash, locked_until = EXCLUDED.locked_until,
                created_at = now()

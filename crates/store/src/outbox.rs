@@ -2,7 +2,6 @@
 //! transaction (SPEC §2), and the rows the outbox sweeper hands to `channel-outbound` again.
 
 use crate::StoreError;
-use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use std::time::Duration;
 use uuid::Uuid;
@@ -25,64 +24,56 @@ impl ReplyAuthor {
     }
 }
 
-/// A stored outbound message.
-#[allow(missing_docs)] // the columns returned
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct NewReply {
-    pub id: Uuid,
-    pub created_at: DateTime<Utc>,
+/// An outbound reply to store with its outbox row.
+#[derive(Debug, Clone, Copy)]
+pub struct NewReply<'a> {
+    /// The message's id, chosen by the caller so its events can name it in the same
+    /// statement.
+    pub message_id: Uuid,
+    /// The conversation answered.
+    pub conversation_id: Uuid,
+    /// Agent (an unedited draft) or expert.
+    pub author: ReplyAuthor,
+    /// The expert who released or wrote it.
+    pub user_id: Uuid,
+    /// The text.
+    pub body: &'a str,
 }
 
-/// Inserts the outbound message of a conversation with delivery status `queued`.
+/// Inserts the outbound message (delivery status `queued`, `created_at` the transaction's
+/// `now()`) and its outbox row in one statement; returns the outbox row's id. The row is
+/// addressed through the conversation's current connection, to the reply target of the
+/// customer's latest message (see `switchboard_domain::jobs::OutboxPayload`), and is unique
+/// per message (AA3).
 pub async fn insert_reply<'e>(
     db: impl PgExecutor<'e>,
-    conversation_id: Uuid,
-    author: ReplyAuthor,
-    user_id: Uuid,
-    body: &str,
-) -> Result<NewReply, StoreError> {
-    sqlx::query_as(
-        "INSERT INTO messages (org_id, conversation_id, direction, author, author_user_id, body,
-                               channel, delivery_status)
-         SELECT c.org_id, c.id, 'outbound', $2::message_author, $3, $4, c.channel, 'queued'
-         FROM conversations c WHERE c.id = $1
-         RETURNING id, created_at",
-    )
-    .bind(conversation_id)
-    .bind(author.as_str())
-    .bind(user_id)
-    .bind(body)
-    .fetch_one(db)
-    .await
-    .map_err(StoreError::classify)
-}
-
-/// Inserts the outbox row for `message_id`: addressed through the conversation's current
-/// connection, to the reply target of the customer's latest message (see
-/// `switchboard_domain::jobs::OutboxPayload`). Unique per message (AA3).
-pub async fn insert<'e>(
-    db: impl PgExecutor<'e>,
-    conversation_id: Uuid,
-    message_id: Uuid,
-    text: &str,
+    reply: NewReply<'_>,
 ) -> Result<Uuid, StoreError> {
     sqlx::query_scalar(
-        "INSERT INTO outbox (org_id, conversation_id, message_id, connection_id, channel, payload)
-         SELECT c.org_id, c.id, $2, c.connection_id, c.channel,
+        "WITH m AS (
+           INSERT INTO messages (id, org_id, conversation_id, direction, author, author_user_id,
+                                 body, channel, delivery_status)
+           SELECT $1, c.org_id, c.id, 'outbound', $3::message_author, $4, $5, c.channel, 'queued'
+           FROM conversations c WHERE c.id = $2
+           RETURNING id, org_id, conversation_id)
+         INSERT INTO outbox (org_id, conversation_id, message_id, connection_id, channel, payload)
+         SELECT c.org_id, c.id, m.id, c.connection_id, c.channel,
                 jsonb_build_object(
-                  'text', $3::text,
+                  'text', $5::text,
                   'customer_external_id', cu.external_id,
                   'reply_to', COALESCE((
-                     SELECT m.reply_to FROM messages m
-                     WHERE m.conversation_id = c.id AND m.direction = 'inbound' AND m.reply_to IS NOT NULL
-                     ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '{}'::jsonb))
-         FROM conversations c JOIN customers cu ON cu.id = c.customer_id
-         WHERE c.id = $1
+                     SELECT r.reply_to FROM messages r
+                     WHERE r.conversation_id = c.id AND r.direction = 'inbound' AND r.reply_to IS NOT NULL
+                     ORDER BY r.created_at DESC, r.id DESC LIMIT 1), '{}'::jsonb))
+         FROM m JOIN conversations c ON c.id = m.conversation_id
+         JOIN customers cu ON cu.id = c.customer_id
          RETURNING id",
     )
-    .bind(conversation_id)
-    .bind(message_id)
-    .bind(text)
+    .bind(reply.message_id)
+    .bind(reply.conversation_id)
+    .bind(reply.author.as_str())
+    .bind(reply.user_id)
+    .bind(reply.body)
     .fetch_one(db)
     .await
     .map_err(StoreError::classify)

@@ -35,13 +35,16 @@ pub struct ItemRow {
     pub updated_at: DateTime<Utc>,
 }
 
-const ITEM_SELECT: &str = "
-SELECT q.id, q.org_id, q.conversation_id, q.status, q.version, c.channel,
+/// What a console row shows, from the queue row aliased `q` (see [`ItemRow`]).
+const ITEM_COLUMNS: &str = "
+       q.id, q.org_id, q.conversation_id, q.status, q.version, c.channel,
        cu.id AS customer_id, cu.display_name AS customer_name, cu.external_id AS customer_external_id,
        lm.body AS last_message_preview, lm.created_at AS last_message_at,
        q.draft_id, q.draft_body, q.draft_confidence, COALESCE(d.fallback, false) AS draft_fallback,
-       q.flagged_for_review, q.claimed_by, q.snoozed_until, q.sla_due_at, q.created_at, q.updated_at
-FROM expert_queue q
+       q.flagged_for_review, q.claimed_by, q.snoozed_until, q.sla_due_at, q.created_at, q.updated_at";
+
+/// The joins [`ITEM_COLUMNS`] reads through.
+const ITEM_JOINS: &str = "
 JOIN conversations c ON c.id = q.conversation_id
 JOIN customers cu ON cu.id = c.customer_id
 LEFT JOIN drafts d ON d.id = q.draft_id
@@ -49,6 +52,10 @@ LEFT JOIN LATERAL (
   SELECT left(m.body, 280) AS body, m.created_at FROM messages m
   WHERE m.conversation_id = q.conversation_id AND m.direction = 'inbound'
   ORDER BY m.created_at DESC, m.id DESC LIMIT 1) lm ON true";
+
+fn item_select() -> String {
+    format!("SELECT {ITEM_COLUMNS} FROM expert_queue q {ITEM_JOINS}")
+}
 
 /// Which items a list shows by holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,14 +102,15 @@ pub async fn list(pool: &PgPool, filter: &ItemFilter) -> Result<Vec<ItemRow>, St
         ),
     };
     let sql = format!(
-        "{ITEM_SELECT}
+        "{}
          WHERE q.org_id = ANY($1)
            AND ($2::text[] IS NULL OR q.status::text = ANY($2))
            AND ($3::channel_kind IS NULL OR c.channel = $3)
            AND ($4::bool IS NULL OR q.flagged_for_review = $4)
            AND ($5::int = 0 OR ($5 = 1 AND q.claimed_by IS NULL) OR ($5 = 2 AND q.claimed_by = $6))
            AND ($7::bool = false OR {cursor})
-         ORDER BY {order} LIMIT $10"
+         ORDER BY {order} LIMIT $10",
+        item_select()
     );
     let statuses: Option<Vec<&str>> = filter
         .statuses
@@ -134,10 +142,12 @@ pub async fn list(pool: &PgPool, filter: &ItemFilter) -> Result<Vec<ItemRow>, St
 
 /// One item by id, whatever its org (the caller checks the org).
 pub async fn get<'e>(db: impl PgExecutor<'e>, id: Uuid) -> Result<Option<ItemRow>, StoreError> {
-    Ok(sqlx::query_as(&format!("{ITEM_SELECT} WHERE q.id = $1"))
-        .bind(id)
-        .fetch_optional(db)
-        .await?)
+    Ok(
+        sqlx::query_as(&format!("{} WHERE q.id = $1", item_select()))
+            .bind(id)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 /// The org an item belongs to, to tell 404 from 403 before anything else.
@@ -194,50 +204,53 @@ pub struct Transition<'a> {
     pub needs_reply: bool,
 }
 
-/// The item after a transition, with the reply it is released with.
-#[allow(missing_docs)] // the columns and parameters the statements below name
+/// The item after a transition, as a console row, with the reply it is released with.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Transitioned {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub conversation_id: Uuid,
-    pub status: QueueStatus,
-    pub version: i32,
-    pub claimed_by: Option<Uuid>,
-    pub flagged_for_review: bool,
-    pub draft_body: Option<String>,
+    /// The item as the console shows it.
+    #[sqlx(flatten)]
+    pub item: ItemRow,
+    /// The draft, for comparing an edited release with it.
+    pub draft: Option<String>,
+    /// Release and respond: the text to send.
     pub reply: Option<String>,
+    /// The transaction's time, which is every row's `now()` in it (the reply's `created_at`).
+    pub at: DateTime<Utc>,
 }
 
-/// Applies a transition in one statement; `None` when the item is not in a state it allows
-/// (the caller then reads [`current`] to explain the refusal).
+/// Applies a transition in one statement that also reads the item back as a console row;
+/// `None` when the item is not in a state it allows (the caller then reads [`current`] to
+/// explain the refusal).
 pub async fn transition<'e>(
     db: impl PgExecutor<'e>,
     t: &Transition<'_>,
 ) -> Result<Option<Transitioned>, StoreError> {
     let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
-    sqlx::query_as(
-        "UPDATE expert_queue SET
-           status = $3, version = version + 1, updated_at = now(),
-           claimed_by = $4, snoozed_until = $5,
-           resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END
-         WHERE id = $1 AND org_id = $2
-           AND status::text = ANY($6)
-           AND ($7::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $7)
-           AND (NOT $9 OR COALESCE($8, draft_body, '') <> '')
-         RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,
-                   draft_body, COALESCE($8, draft_body) AS reply",
-    )
-    .bind(t.id)
-    .bind(t.org_id)
-    .bind(t.to)
-    .bind(t.holder)
-    .bind(t.snoozed_until)
-    .bind(&from)
-    .bind(t.not_held_by_other_than)
-    .bind(t.reply)
-    .bind(t.needs_reply)
-    .fetch_optional(db)
-    .await
-    .map_err(StoreError::classify)
+    let sql = format!(
+        "WITH q AS (
+           UPDATE expert_queue SET
+             status = $3, version = version + 1, updated_at = now(),
+             claimed_by = $4, snoozed_until = $5,
+             resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END
+           WHERE id = $1 AND org_id = $2
+             AND status::text = ANY($6)
+             AND ($7::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $7)
+             AND (NOT $9 OR COALESCE($8, draft_body, '') <> '')
+           RETURNING *, COALESCE($8, draft_body) AS reply)
+         SELECT {ITEM_COLUMNS}, q.draft_body AS draft, q.reply, now() AS at
+         FROM q {ITEM_JOINS}"
+    );
+    sqlx::query_as(&sql)
+        .bind(t.id)
+        .bind(t.org_id)
+        .bind(t.to)
+        .bind(t.holder)
+        .bind(t.snoozed_until)
+        .bind(&from)
+        .bind(t.not_held_by_other_than)
+        .bind(t.reply)
+        .bind(t.needs_reply)
+        .fetch_optional(db)
+        .await
+        .map_err(StoreError::classify)
 }

@@ -242,6 +242,12 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
         .await,
         1
     );
+    // The message commits before the agent's draft, which marks the event processed.
+    let processed = format!(
+        "SELECT count(*) FROM inbound_events WHERE id = '{}' AND processed_at IS NOT NULL",
+        poison[0]
+    );
+    assert_eq!(wait_for_count(&db, &processed, 1).await, 1);
     let (_, detail) = get(&p, &admin, &format!("/inbound-events/{}", poison[0])).await;
     assert_eq!(detail["status"], "processed", "{detail}");
     assert_eq!(

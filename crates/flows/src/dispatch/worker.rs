@@ -3,7 +3,7 @@
 
 use super::process;
 use crate::Deps;
-use crate::queue::{POLL_INTERVAL, supervise};
+use crate::queue::supervise;
 use apalis::prelude::*;
 use std::time::Duration;
 use switchboard_domain::jobs::OutboundJob;
@@ -43,7 +43,7 @@ pub fn spawn_workers(
         tracker,
         move |name, stop| {
             WorkerBuilder::new(name)
-                .backend(queue.storage().clone().poll_with_interval(POLL_INTERVAL))
+                .backend(queue.backend())
                 .data(deps.clone())
                 .concurrency(concurrency.max(1))
                 .build(handle)
