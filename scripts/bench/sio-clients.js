@@ -305,8 +305,10 @@ async function runWebhooks() {
   while (now() < deadline) {
     if (mapped.size < wanted.size && quoted) {
       const out = await psql(
-        `SELECT channel_message_id, id, conversation_id FROM messages WHERE org_id = '${ORG_ID}' ` +
-          `AND channel = 'slack' AND channel_message_id IN (${quoted})`,
+        // Stored ids carry their connection's id first ("<connection>:C1:<ts>").
+        `SELECT regexp_replace(channel_message_id, '^[^:]*:', ''), id, conversation_id FROM messages ` +
+          `WHERE org_id = '${ORG_ID}' AND channel = 'slack' ` +
+          `AND regexp_replace(channel_message_id, '^[^:]*:', '') IN (${quoted})`,
       );
       mapped = new Map(
         out
