@@ -8,9 +8,9 @@
 
 use crate::StoreError;
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use std::time::Duration;
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{ChannelKind, EventKind};
 use uuid::Uuid;
 
 /// A claimed outbox row.
@@ -140,12 +140,15 @@ pub struct Recorded {
 }
 
 /// Every part went out: the row and its message are `sent` with the (first part's)
-/// provider id and the time, and a dead-letter row, if any, is resolved.
-pub async fn mark_sent(
-    tx: &mut PgConnection,
+/// provider id and the time, a dead-letter row, if any, is resolved, and `event` (the
+/// console's `message_status_updated`) is stored for the relay: one statement, so one
+/// commit. `None` (and nothing written) when the lease was lost.
+pub async fn mark_sent<'e>(
+    db: impl PgExecutor<'e>,
     id: Uuid,
     lease_id: Uuid,
     provider_id: &str,
+    event: (EventKind, &Value),
 ) -> Result<Option<Recorded>, StoreError> {
     Ok(sqlx::query_as(
         "WITH o AS (
@@ -161,13 +164,17 @@ pub async fn mark_sent(
            UPDATE channel_failures SET status = 'resolved', updated_at = now()
            FROM o WHERE channel_failures.outbox_id = o.id AND channel_failures.status <> 'resolved'
            RETURNING channel_failures.id
+         ), e AS (
+           INSERT INTO event_outbox (org_id, event, payload) SELECT o.org_id, $4, $5 FROM o
          )
          SELECT org_id, conversation_id, message_id FROM o",
     )
     .bind(id)
     .bind(lease_id)
     .bind(provider_id)
-    .fetch_optional(&mut *tx)
+    .bind(event.0.as_str())
+    .bind(event.1)
+    .fetch_optional(db)
     .await?)
 }
 

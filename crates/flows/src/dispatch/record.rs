@@ -7,7 +7,7 @@ use crate::Deps;
 use std::time::Duration;
 use switchboard_domain::EventKind;
 use switchboard_domain::events::MessageStatusUpdated;
-use switchboard_store::delivery::{self, Claimed, Failure, Recorded};
+use switchboard_store::delivery::{self, Claimed, Failure};
 use switchboard_store::{dead_letters, event_outbox};
 
 /// Why a round stopped short of sending every part.
@@ -37,10 +37,11 @@ impl Verdict {
     }
 }
 
-fn event(recorded: &Recorded, status: &str, error: Option<&str>) -> (EventKind, serde_json::Value) {
+/// The `message_status_updated` event of the reply of outbox row `row`.
+fn event(row: &Claimed, status: &str, error: Option<&str>) -> (EventKind, serde_json::Value) {
     let payload = MessageStatusUpdated {
-        conversation_id: recorded.conversation_id,
-        message_id: recorded.message_id,
+        conversation_id: row.conversation_id,
+        message_id: row.message_id,
         delivery_status: status.to_owned(),
         error: error.map(str::to_owned),
         at: chrono::Utc::now(),
@@ -58,14 +59,13 @@ pub(super) async fn sent(
     accepted: &[String],
 ) -> Result<Outcome, DispatchError> {
     let first = accepted.first().map_or("", String::as_str);
-    let mut tx = deps.db.begin().await?;
-    let Some(recorded) = delivery::mark_sent(&mut tx, row.id, row.lease_id, first).await? else {
-        tx.rollback().await?;
+    let (kind, payload) = event(row, "sent", None);
+    let recorded =
+        delivery::mark_sent(&deps.db, row.id, row.lease_id, first, (kind, &payload)).await?;
+    if recorded.is_none() {
         tracing::warn!(outbox_id = %row.id, "sent, but the lease was taken over before the outcome was recorded");
         return Ok(Outcome::LeaseLost);
-    };
-    event_outbox::enqueue(&mut *tx, recorded.org_id, &[event(&recorded, "sent", None)]).await?;
-    tx.commit().await?;
+    }
     deps.emitter.wake();
     metrics::counter!("outbound_delivered_total", "channel" => row.channel.as_str()).increment(1);
     Ok(Outcome::Sent {
@@ -91,7 +91,7 @@ pub(super) async fn retry(
         tx.rollback().await?;
         return Ok(false);
     };
-    let events = [event(&recorded, "retry", Some(reason))];
+    let events = [event(row, "retry", Some(reason))];
     event_outbox::enqueue(&mut *tx, recorded.org_id, &events).await?;
     tx.commit().await?;
     deps.emitter.wake();
@@ -133,12 +133,7 @@ pub(super) async fn failed(
         tx.rollback().await?;
         return Ok(Outcome::LeaseLost);
     };
-    let recorded = Recorded {
-        org_id: failed.org_id,
-        conversation_id: failed.conversation_id,
-        message_id: failed.message_id,
-    };
-    let events = [event(&recorded, &failed.status, Some(failure.error))];
+    let events = [event(row, &failed.status, Some(failure.error))];
     event_outbox::enqueue(&mut *tx, failed.org_id, &events).await?;
     tx.commit().await?;
     deps.emitter.wake();
