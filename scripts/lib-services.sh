@@ -36,7 +36,9 @@ sb_need_redis() {
 sb_free_port() {
   local port
   while :; do
-    port=$(( (RANDOM % 20000) + 30000 ))
+    # Below Linux's ephemeral range (32768 and up): a port from that range can become the
+    # local end of an outgoing connection between being picked and being bound.
+    port=$(( (RANDOM % 22000) + 10000 ))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return

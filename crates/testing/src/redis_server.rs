@@ -75,8 +75,16 @@ impl Drop for RedisServer {
     }
 }
 
-/// A port nothing listens on right now.
+/// A port nothing listens on right now, below Linux's ephemeral range (32768 and up): a
+/// port from that range can become the local end of some outgoing connection between being
+/// picked and being bound by the server it is for.
 pub fn free_port() -> u16 {
+    for _ in 0..1000 {
+        let port = 10_000 + (uuid::Uuid::new_v4().as_u128() % 22_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
