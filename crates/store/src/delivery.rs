@@ -130,27 +130,18 @@ pub async fn record_part(
     Ok(done.rows_affected() == 1)
 }
 
-/// The message an outcome was recorded for, for its realtime event.
-#[allow(missing_docs)]
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Recorded {
-    pub org_id: Uuid,
-    pub conversation_id: Uuid,
-    pub message_id: Uuid,
-}
-
 /// Every part went out: the row and its message are `sent` with the (first part's)
 /// provider id and the time, a dead-letter row, if any, is resolved, and `event` (the
 /// console's `message_status_updated`) is stored for the relay: one statement, so one
-/// commit. `None` (and nothing written) when the lease was lost.
+/// commit. `false` (and nothing written) when the lease was lost.
 pub async fn mark_sent<'e>(
     db: impl PgExecutor<'e>,
     id: Uuid,
     lease_id: Uuid,
     provider_id: &str,
     event: (EventKind, &Value),
-) -> Result<Option<Recorded>, StoreError> {
-    Ok(sqlx::query_as(
+) -> Result<bool, StoreError> {
+    let sent: Option<i32> = sqlx::query_scalar(
         "WITH o AS (
            UPDATE outbox SET status = 'sent', provider_id = $3, sent_at = now(), last_error = NULL,
                   locked_until = NULL, lease_id = NULL, updated_at = now()
@@ -167,7 +158,7 @@ pub async fn mark_sent<'e>(
          ), e AS (
            INSERT INTO event_outbox (org_id, event, payload) SELECT o.org_id, $4, $5 FROM o
          )
-         SELECT org_id, conversation_id, message_id FROM o",
+         SELECT 1 FROM o",
     )
     .bind(id)
     .bind(lease_id)
@@ -175,41 +166,50 @@ pub async fn mark_sent<'e>(
     .bind(event.0.as_str())
     .bind(event.1)
     .fetch_optional(db)
-    .await?)
+    .await?;
+    Ok(sent.is_some())
 }
 
 /// A failed attempt that will be retried: counted, the error kept, the row and its
-/// message `retry`. With `release` the lease is given back and the row is due again in
-/// `after` (the job is rescheduled); without it the worker keeps the row and retries itself.
-pub async fn mark_retry(
-    tx: &mut PgConnection,
+/// message `retry`, and `event` stored for the relay, in one statement. With `release` the
+/// lease is given back and the row is due again in `after` (the job is rescheduled);
+/// without it the worker keeps the row and retries itself. `false` (and nothing written)
+/// when the lease was lost.
+pub async fn mark_retry<'e>(
+    db: impl PgExecutor<'e>,
     id: Uuid,
     lease_id: Uuid,
     error: &str,
     after: Duration,
     release: bool,
-) -> Result<Option<Recorded>, StoreError> {
-    Ok(sqlx::query_as(
+    event: (EventKind, &Value),
+) -> Result<bool, StoreError> {
+    let recorded: Option<i32> = sqlx::query_scalar(
         "WITH o AS (
            UPDATE outbox SET status = 'retry', attempts = attempts + 1, last_error = $3,
                   next_attempt_at = now() + make_interval(secs => $4),
                   locked_until = CASE WHEN $5 THEN NULL ELSE locked_until END,
                   lease_id = CASE WHEN $5 THEN NULL ELSE lease_id END, updated_at = now()
            WHERE id = $1 AND lease_id = $2
-           RETURNING org_id, conversation_id, message_id
+           RETURNING org_id, message_id
          ), m AS (
            UPDATE messages SET delivery_status = 'retry', delivery_error = $3
            FROM o WHERE messages.id = o.message_id RETURNING messages.id
+         ), e AS (
+           INSERT INTO event_outbox (org_id, event, payload) SELECT o.org_id, $6, $7 FROM o
          )
-         SELECT org_id, conversation_id, message_id FROM o",
+         SELECT 1 FROM o",
     )
     .bind(id)
     .bind(lease_id)
     .bind(error)
     .bind(after.as_secs_f64())
     .bind(release)
-    .fetch_optional(&mut *tx)
-    .await?)
+    .bind(event.0.as_str())
+    .bind(event.1)
+    .fetch_optional(db)
+    .await?;
+    Ok(recorded.is_some())
 }
 
 /// The breaker is open: the row waits `after` without an attempt being counted, and the

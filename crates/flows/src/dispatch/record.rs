@@ -60,9 +60,7 @@ pub(super) async fn sent(
 ) -> Result<Outcome, DispatchError> {
     let first = accepted.first().map_or("", String::as_str);
     let (kind, payload) = event(row, "sent", None);
-    let recorded =
-        delivery::mark_sent(&deps.db, row.id, row.lease_id, first, (kind, &payload)).await?;
-    if recorded.is_none() {
+    if !delivery::mark_sent(&deps.db, row.id, row.lease_id, first, (kind, &payload)).await? {
         tracing::warn!(outbox_id = %row.id, "sent, but the lease was taken over before the outcome was recorded");
         return Ok(Outcome::LeaseLost);
     }
@@ -84,18 +82,21 @@ pub(super) async fn retry(
 ) -> Result<bool, DispatchError> {
     let reason = verdict.reason();
     tracing::info!(outbox_id = %row.id, channel = %row.channel, wait_ms = wait.as_millis() as u64, %reason, "outbound attempt failed; retrying");
-    let mut tx = deps.db.begin().await?;
-    let Some(recorded) =
-        delivery::mark_retry(&mut tx, row.id, row.lease_id, reason, wait, release).await?
-    else {
-        tx.rollback().await?;
-        return Ok(false);
-    };
-    let events = [event(row, "retry", Some(reason))];
-    event_outbox::enqueue(&mut *tx, recorded.org_id, &events).await?;
-    tx.commit().await?;
-    deps.emitter.wake();
-    Ok(true)
+    let (kind, payload) = event(row, "retry", Some(reason));
+    let recorded = delivery::mark_retry(
+        &deps.db,
+        row.id,
+        row.lease_id,
+        reason,
+        wait,
+        release,
+        (kind, &payload),
+    )
+    .await?;
+    if recorded {
+        deps.emitter.wake();
+    }
+    Ok(recorded)
 }
 
 /// The breaker is open: no call, no attempt counted; the row is due again after `wait`.
