@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Backlog benchmark: how fast the two-pod stack processes a backlog, and whether the rate
 # holds as the backlog grows. The pods first run without workers (WORKER_CONCURRENCY=0)
-# while wrk drives signed Slack webhooks at them for BENCH_LOAD_SECONDS, so every accepted
+# while sb-loadgen (closed loop, every request a new event) drives signed Slack webhooks at
+# them for BENCH_LOAD_SECONDS, so every accepted
 # event waits; then the pods restart with their workers and the inbox is polled until it
 # is empty, printing the rate of each 5 s window and the CPU of the first 20 s.
 #
@@ -15,12 +16,15 @@ cd "$ROOT"
 
 LOAD_SECONDS="${BENCH_LOAD_SECONDS:-8}"
 CONNS="${BENCH_CONNS:-64}"
-LUA="$ROOT/../shared/bench/wrk/signed.lua"
 BENCH="$DEV/bench"
-for tool in wrk pidstat psql; do
-  command -v "$tool" >/dev/null || die "$tool is needed (apt-get install wrk sysstat postgresql-client)"
+LOADGEN="${CARGO_TARGET_DIR:-$ROOT/target}/release/sb-loadgen"
+for tool in pidstat psql; do
+  command -v "$tool" >/dev/null || die "$tool is needed (apt-get install sysstat postgresql-client)"
 done
 mkdir -p "$BENCH"
+if [ "${SB_SKIP_BUILD:-0}" != 1 ] || [ ! -x "$LOADGEN" ]; then
+  cargo build --release -q -p switchboard-loadgen
+fi
 
 psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d switchboard -Atc "$1"; }
 backlog() { psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"; }
@@ -44,13 +48,12 @@ export SB_SKIP_BUILD=1
 [ "$(backlog)" -eq 0 ] || die "the inbox already has unprocessed events; let them drain first"
 
 log "pods without workers; ${LOAD_SECONDS}s of webhooks"
-restart_pods env WORKER_CONCURRENCY=0
+restart_pods env WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
 read -r ID SECRET < <(python3 -c '
 import json; c = json.load(open(".dev/seed.json"))["channels"]["slack"]
 print(c["id"], c["secrets"]["signing_secret"])')
-python3 scripts/bench/gen-slack.py 200000 "$BENCH/drain.tsv" "$SECRET" >/dev/null
-wrk -t2 -c"$CONNS" -d"${LOAD_SECONDS}s" -s "$LUA" "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" \
-  -- 2 "$BENCH/drain.tsv" | grep -E "Requests/sec" || true
+"$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" --rate 0 \
+  --seconds "$LOAD_SECONDS" --conns "$CONNS"
 total=$(backlog)
 log "backlog: $total events; pods with workers"
 # The clock starts before the restart: workers begin while dev-up still waits for the load

@@ -1,44 +1,68 @@
 #!/usr/bin/env bash
-# Ingest benchmark: signed Slack webhooks against the two-pod stack behind HAProxy, and the
-# Node/BullMQ baseline (../shared/bench/node-baseline) as two processes behind the same kind
-# of HAProxy, against the same Redis, in the same run.
+# Ingest benchmark: capacity at a latency target, Switchboard against two Node/BullMQ
+# baselines (../shared/bench/node-baseline), in one run on one box.
 #
-#   closed loop  wrk -t2 -c64 (max throughput; every request a new event id)
-#   open loop    scripts/bench/openloop.py at fixed rates (latency from the scheduled send
-#                time, so no coordinated omission)
-#   CPU          pidstat during each closed loop: CPU per command, and CPU-microseconds per
-#                request of the service's own processes (pods + Postgres + Redis; Node +
-#                Redis) and of the rig (HAProxy + wrk), which share the same two cores
+#   sides        switchboard   the two-pod dev stack behind HAProxy (no stickiness)
+#                node-durable  two Node processes behind their own HAProxy, each event
+#                              committed to Postgres before the 200 (DATABASE_URL set: the
+#                              promise Switchboard makes)
+#                node-redis    the same with Redis only
+#   load         sb-loadgen (crates/loadgen): every request is a new event, signed when it
+#                is sent, so no run replays duplicates that a server answers for free
+#   capacity     the highest open-loop rate at which p99 <= BENCH_TARGET_MS with no error,
+#                found by search: the rate doubles from BENCH_START while it passes, then
+#                BENCH_STEPS bisections between the last pass and the first failure; each
+#                probe lasts BENCH_PROBE_SECONDS, and latency counts from when a request was
+#                due (no coordinated omission)
+#   rounds       BENCH_ROUNDS rounds, each side in turn (A, B, C, A, B, C, ...), so drift of
+#                the box hits every side; the summary gives each side's median and range and
+#                the ratios per round
+#   CPU          a closed loop per side and round (BENCH_CLOSED_SECONDS, 64 connections), with
+#                pidstat: CPU-microseconds per webhook of the service's own processes
+#                (pods + Postgres + Redis; Node + Postgres + Redis; Node + Redis) and of the
+#                rig (HAProxy + sb-loadgen), which share the same two cores
 #
-#   limiter      the same closed loop against Switchboard with the webhook rate limit off,
-#                enforcing and in shadow mode (a limit the run never reaches, so every
-#                request pays for the Redis GCRA script and none is refused): its cost
+# By default the pods run without workers (BENCH_WORKERS=0): the accept path alone, as the
+# baselines have no workers either. BENCH_WORKERS=1 measures the whole product (the pods
+# process what they accept) and waits for Switchboard's inbox to drain after every probe.
 #
 # Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
-# Env:   BENCH_LIMITER ("off enforce shadow"; empty skips), BENCH_LIMITER_ONLY=1 runs only
-#        that comparison (no Node baseline, no open loop),
-#        BENCH_DRAIN=0 skips the drain waits (for pods started with WORKER_CONCURRENCY=0),
-#        BENCH_SECONDS (20), BENCH_RATES ("1000 2000 4000"), BENCH_CONNS (64),
-#        BASELINE_DIR (../shared/bench/node-baseline), SB_SKIP_BUILD=1 to reuse the binary.
+# Env:   BENCH_ROUNDS (3), BENCH_TARGET_MS (50), BENCH_START (1000), BENCH_STEPS (3),
+#        BENCH_MAX (40000), BENCH_PROBE_SECONDS (10), BENCH_CLOSED_SECONDS (10; 0 skips),
+#        BENCH_CONNS (64), BENCH_SIDES ("switchboard node-durable node-redis"),
+#        BENCH_WORKERS (0), BASELINE_DIR (../shared/bench/node-baseline),
+#        SB_SKIP_BUILD=1 to reuse the binaries.
+#        BENCH_LIMITER="off enforce shadow" runs only the rate limiter's cost instead: the
+#        closed loop against Switchboard with the webhook limit off, enforcing, and in shadow
+#        mode, at a limit no run reaches (10^8 a minute), so every webhook pays for the shared
+#        GCRA script and none is refused.
+# Results: one JSON line per probe, closed loop and summary in .dev/bench/ingest.jsonl.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
 cd "$ROOT"
 
-SECONDS_EACH="${BENCH_SECONDS:-20}"
-RATES="${BENCH_RATES:-1000 2000 4000}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+TARGET_MS="${BENCH_TARGET_MS:-50}"
+START_RATE="${BENCH_START:-1000}"
+STEPS="${BENCH_STEPS:-3}"
+MAX_RATE="${BENCH_MAX:-40000}"
+PROBE_SECONDS="${BENCH_PROBE_SECONDS:-10}"
+CLOSED_SECONDS="${BENCH_CLOSED_SECONDS:-10}"
 CONNS="${BENCH_CONNS:-64}"
+SIDES="${BENCH_SIDES:-switchboard node-durable node-redis}"
+WORKERS="${BENCH_WORKERS:-0}"
 BASELINE_SRC="${BASELINE_DIR:-$ROOT/../shared/bench/node-baseline}"
-LUA="$(dirname "$BASELINE_SRC")/wrk/signed.lua"
 BENCH="$DEV/bench"
-NODE_PORTS=(4101 4102)
-NODE_LB_PORT=8090
-OUT="$BENCH/results.jsonl"
+OUT="$BENCH/ingest.jsonl"
+LOADGEN="${CARGO_TARGET_DIR:-$ROOT/target}/release/sb-loadgen"
+# Two Node processes per baseline, each pair behind its own HAProxy.
+declare -A NODE_PORTS=([node-redis]="4101 4102" [node-durable]="4103 4104")
+declare -A NODE_LB=([node-redis]=8090 [node-durable]=8091)
 
 # Only what is missing: a Node.js that did not come from Debian (NodeSource, nvm) must not
 # meet Debian's nodejs/npm packages.
 missing=()
-command -v wrk >/dev/null || missing+=(wrk)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 command -v pidstat >/dev/null || missing+=(sysstat)
@@ -50,76 +74,151 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+if [ "${SB_SKIP_BUILD:-0}" != 1 ] || [ ! -x "$LOADGEN" ]; then
+  log "Building sb-loadgen"
+  cargo build --release -q -p switchboard-loadgen
+fi
 
 scripts/dev-up.sh >/dev/null
+export SB_SKIP_BUILD=1
 mkdir -p "$BENCH"
 : >"$OUT"
-LIMITER_MODES="${BENCH_LIMITER-off enforce shadow}"
-LIMITER_ONLY="${BENCH_LIMITER_ONLY:-0}"
+psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "${2:-switchboard}" -Atc "$1"; }
 
-# --- the baseline: two Node processes behind their own HAProxy, same Redis ------------------
-if [ "$LIMITER_ONLY" != 1 ] && [ ! -d "$BENCH/node-baseline/node_modules" ]; then
+# Restarts the native pods with this run's settings: workers on or off, no webhook rate
+# limit (its cost is measured apart, see docs/PERFORMANCE.md) and no inbound backpressure
+# (without workers the backlog only grows).
+restart_pods() {
+  local file pid
+  for file in "$DEV"/pod-*.pid; do
+    [ -f "$file" ] || continue
+    pid=$(pid_of "$file")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    rm -f "$file"
+  done
+  env "$@" scripts/dev-up.sh >/dev/null
+}
+if [ "$WORKERS" = 1 ]; then
+  restart_pods RATE_LIMIT_WEBHOOK_SLACK=off
+else
+  restart_pods RATE_LIMIT_WEBHOOK_SLACK=off WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0
+fi
+
+# --- the baselines --------------------------------------------------------------------------
+if [ ! -d "$BENCH/node-baseline/node_modules/pg" ]; then
   rm -rf "$BENCH/node-baseline"
   cp -r "$BASELINE_SRC" "$BENCH/node-baseline"
   chmod -R u+w "$BENCH/node-baseline"
   (cd "$BENCH/node-baseline" && npm install --silent --no-audit --no-fund >/dev/null)
 fi
-stop_baseline() {
-  local pid
-  for port in "${NODE_PORTS[@]}"; do
-    [ -f "$BENCH/node-$port.pid" ] && kill "$(cat "$BENCH/node-$port.pid")" 2>/dev/null || true
-    # Whatever still listens there (a run cut short before its trap ran).
-    for pid in $(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
-      kill "$pid" 2>/dev/null || true
+psql_dev "SELECT 1 FROM pg_database WHERE datname = 'node_baseline'" postgres | grep -q 1 ||
+  psql_dev "CREATE DATABASE node_baseline" postgres >/dev/null
+stop_baselines() {
+  local port pid side
+  for side in "${!NODE_PORTS[@]}"; do
+    for port in ${NODE_PORTS[$side]}; do
+      for pid in $(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+        kill "$pid" 2>/dev/null || true
+      done
     done
+    [ -f "$BENCH/haproxy-$side.pid" ] && kill "$(cat "$BENCH/haproxy-$side.pid")" 2>/dev/null || true
   done
-  [ -f "$BENCH/haproxy-node.pid" ] && kill "$(cat "$BENCH/haproxy-node.pid")" 2>/dev/null || true
 }
-trap stop_baseline EXIT
-stop_baseline
-[ "$LIMITER_ONLY" = 1 ] || for port in "${NODE_PORTS[@]}"; do
-  (cd "$BENCH/node-baseline" && PORT=$port REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
-    SLACK_SIGNING_SECRET=test-signing-secret setsid nohup node server.js \
-    >"$BENCH/node-$port.log" 2>&1 & echo $! >"$BENCH/node-$port.pid")
+trap stop_baselines EXIT
+stop_baselines
+for side in "${!NODE_PORTS[@]}"; do
+  db=""
+  [ "$side" = node-durable ] && db="postgres://postgres@127.0.0.1:$PG_PORT/node_baseline"
+  set -- ${NODE_PORTS[$side]}
+  for port in "$@"; do
+    (cd "$BENCH/node-baseline" && PORT=$port REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
+      DATABASE_URL="$db" SLACK_SIGNING_SECRET=test-signing-secret \
+      setsid nohup node server.js >"$BENCH/$side-$port.log" 2>&1 &)
+  done
+  sed -e "s/@LB_PORT@/${NODE_LB[$side]}/" -e "s/@POD1_ADDR@/127.0.0.1:$1/" \
+    -e "s/@POD2_ADDR@/127.0.0.1:$2/" -e "s#GET /ready#GET /health#" \
+    scripts/haproxy.cfg.tmpl >"$BENCH/haproxy-$side.cfg"
+  haproxy -f "$BENCH/haproxy-$side.cfg" -D -p "$BENCH/haproxy-$side.pid"
 done
-sed -e "s/@LB_PORT@/$NODE_LB_PORT/" -e "s/@POD1_ADDR@/127.0.0.1:${NODE_PORTS[0]}/" \
-  -e "s/@POD2_ADDR@/127.0.0.1:${NODE_PORTS[1]}/" -e "s#GET /ready#GET /health#" \
-  scripts/haproxy.cfg.tmpl >"$BENCH/haproxy-node.cfg"
-[ "$LIMITER_ONLY" = 1 ] || haproxy -f "$BENCH/haproxy-node.cfg" -D -p "$BENCH/haproxy-node.pid"
-[ "$LIMITER_ONLY" = 1 ] || for _ in $(seq 50); do
-  curl -fsS "http://127.0.0.1:$NODE_LB_PORT/health" >/dev/null 2>&1 && break
-  sleep 0.2
+for side in "${!NODE_LB[@]}"; do
+  for _ in $(seq 100); do
+    curl -fsS "http://127.0.0.1:${NODE_LB[$side]}/health" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
 done
 
 # --- targets -----------------------------------------------------------------------------
 read -r SB_ID SB_SECRET < <(python3 -c '
 import json; c = json.load(open(".dev/seed.json"))["channels"]["slack"]
 print(c["id"], c["secrets"]["signing_secret"])')
-SB_URL="http://127.0.0.1:$LB_PORT/webhooks/slack/$SB_ID"
-NODE_URL="http://127.0.0.1:$NODE_LB_PORT/webhooks/slack"
-
-# Fresh signed requests right before each run (timestamps must be within 300 s), from 1000
-# different customers.
-gen() { python3 scripts/bench/gen-slack.py "$2" "$3" "$1"; }
-
-# Switchboard keeps working after it answers (drafts, queue items). Wait until its inbox is
-# drained before the next run, so neither side is measured while the other still uses the
-# CPU, and record how long the drain took: that is the processing throughput.
-psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d switchboard -Atc "$1"; }
-drain() {
-  local label=$1 started backlog total
-  # BENCH_DRAIN=0: the pods run without workers (WORKER_CONCURRENCY=0) to measure the
-  # accept path alone; nothing would drain.
-  [ "${BENCH_DRAIN:-1}" = 0 ] && return 0
-  started=$(date +%s.%N)
-  total=$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")
-  while backlog=$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL") && [ "$backlog" -gt 0 ]; do
-    sleep 1
-  done
-  python3 -c "import json,time; t=time.time()-$started; print(json.dumps({'target':'switchboard','mode':'drain','after':'$label','backlog':$total,'seconds':round(t,1),'events_per_s':round($total/t,1) if t>0 else None}))" >>"$OUT"
+url_of() {
+  case $1 in
+    switchboard) echo "http://127.0.0.1:$LB_PORT/webhooks/slack/$SB_ID" ;;
+    *) echo "http://127.0.0.1:${NODE_LB[$1]}/webhooks/slack" ;;
+  esac
 }
 secret_of() { if [ "$1" = switchboard ]; then echo "$SB_SECRET"; else echo test-signing-secret; fi; }
-url_of() { if [ "$1" = switchboard ]; then echo "$SB_URL"; else echo "$NODE_URL"; fi; }
+# The processes that serve a side's webhooks.
+service_of() {
+  case $1 in
+    switchboard) echo "switchboard postgres redis-server" ;;
+    node-durable) echo "node postgres redis-server" ;;
+    node-redis) echo "node redis-server" ;;
+  esac
+}
+
+# With workers on, Switchboard keeps working after it answers: wait until its inbox is
+# drained so that no probe of any side runs while it still uses the CPU.
+drain() {
+  [ "$WORKERS" = 1 ] || return 0
+  while [ "$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")" -gt 0 ]; do
+    sleep 1
+  done
+}
+
+# One open-loop probe; prints the loadgen's JSON with the side, round and verdict added.
+probe() {
+  local side=$1 round=$2 rate=$3
+  "$LOADGEN" --url "$(url_of "$side")" --secret "$(secret_of "$side")" --rate "$rate" \
+    --seconds "$PROBE_SECONDS" --conns "$CONNS" |
+    python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+d.update(target='$side', round=$round, kind='probe',
+         passed=d['errors'] == 0 and d['p99_ms'] is not None and d['p99_ms'] <= $TARGET_MS)
+print(json.dumps(d))" | tee -a "$OUT"
+  drain
+  sleep 2
+}
+passed() { tail -n 1 "$OUT" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["passed"] else 1)'; }
+
+# Doubling, then bisection (to multiples of 50/s); appends the side's capacity. An
+# unrecorded warm-up comes first: a side's first seconds (Node's JIT, new pool connections)
+# would otherwise count against whichever side happens to be cold.
+capacity() {
+  local side=$1 round=$2 lo=0 hi=0 rate=$START_RATE mid
+  "$LOADGEN" --url "$(url_of "$side")" --secret "$(secret_of "$side")" --rate "$((START_RATE / 2))" \
+    --seconds 5 --conns "$CONNS" >/dev/null
+  drain
+  sleep 2
+  while [ "$rate" -le "$MAX_RATE" ]; do
+    log "round $round, $side: $rate/s"
+    probe "$side" "$round" "$rate" >/dev/null
+    if passed; then lo=$rate; rate=$((rate * 2)); else hi=$rate; break; fi
+  done
+  if [ "$hi" -gt 0 ]; then
+    for _ in $(seq "$STEPS"); do
+      mid=$(((lo + hi) / 100 * 50))
+      [ "$mid" -gt "$lo" ] && [ "$mid" -lt "$hi" ] || break
+      log "round $round, $side: $mid/s"
+      probe "$side" "$round" "$mid" >/dev/null
+      if passed; then lo=$mid; else hi=$mid; fi
+    done
+  fi
+  printf '{"kind":"capacity","target":"%s","round":%s,"rps":%s,"first_failure":%s}\n' \
+    "$side" "$round" "$lo" "$hi" | tee -a "$OUT"
+}
 
 # Per-command CPU (% of one core, summed over processes) averaged over N seconds.
 cpu_sample() {
@@ -127,102 +226,83 @@ cpu_sample() {
     END { for (c in cpu) printf "%s %.1f\n", c, cpu[c] }'
 }
 
+# A closed loop with the CPU of every command sampled in its middle.
 closed_loop() {
-  local name=$1 file="$BENCH/$1-closed.tsv" cpu="$BENCH/$1-closed-cpu.txt" report sampler
-  gen "$(secret_of "$name")" 150000 "$file"
-  # CPU is sampled in the middle of the run (after 3 s of warm-up, ending 2 s early).
-  (sleep 3 && cpu_sample "$((SECONDS_EACH - 5))" >"$cpu") &
+  local side=$1 round=$2 label=${3:-} cpu="$BENCH/closed-cpu.txt" report sampler
+  [ "$CLOSED_SECONDS" -ge 6 ] || return 0
+  log "round $round, $side: closed loop"
+  (sleep 2 && cpu_sample "$((CLOSED_SECONDS - 4))" >"$cpu") &
   sampler=$!
-  report=$(wrk -t2 -c"$CONNS" -d"${SECONDS_EACH}s" -s "$LUA" --latency "$(url_of "$name")" -- 2 "$file")
+  report=$("$LOADGEN" --url "$(url_of "$side")" --secret "$(secret_of "$side")" --rate 0 \
+    --seconds "$CLOSED_SECONDS" --conns "$CONNS")
   wait "$sampler" || : >"$cpu"
-  python3 - "$name" "$report" "$cpu" >>"$OUT" <<'PY'
-import json, re, sys
-name, r, cpu_file = sys.argv[1], sys.argv[2], sys.argv[3]
-def ms(label):
-    m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)", r, re.M)
-    return None if not m else round(float(m[1]) * {"us": 0.001, "ms": 1, "s": 1000}[m[2]], 2)
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", r)[1])
-non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", r)
-cpu = {}
-for line in open(cpu_file):
-    command, pct = line.split()
-    cpu[command] = float(pct)
-# The processes that serve the webhook (the service), and the rest of the test rig.
-service = {"switchboard": ["switchboard", "postgres", "redis-server"],
-           "node": ["node", "redis-server"]}[name]
+  python3 - "$side" "$round" "$report" "$cpu" "$(service_of "$side")" "$label" <<'PY' | tee -a "$OUT"
+import json, sys
+side, rnd, report, cpu_file, service = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5].split()
+if sys.argv[6]:
+    report["limiter"] = sys.argv[6]
+cpu = dict((c, float(p)) for c, p in (line.split() for line in open(cpu_file)))
+rps = report["achieved_rps"]
 def us_per_req(commands):
     # None when pidstat recorded nothing (rather than a misleading 0).
-    if not cpu or not rps:
-        return None
-    return round(sum(cpu.get(c, 0.0) for c in commands) / 100 * 1e6 / rps, 1)
-import os
-print(json.dumps({"target": name, "mode": "closed", "limiter": os.environ.get("BENCH_LABEL"), "rps": rps, "p50_ms": ms(50), "p99_ms": ms(99),
-                  "non_2xx": int(non2xx[1]) if non2xx else 0,
-                  "cpu_pct": {c: cpu.get(c, 0.0) for c in service + ["haproxy", "wrk"]},
-                  "service_cpu_us_per_req": us_per_req(service),
-                  "rig_cpu_us_per_req": us_per_req(["haproxy", "wrk"])}))
+    return round(sum(cpu.get(c, 0.0) for c in commands) / 100 * 1e6 / rps, 1) if cpu and rps else None
+report.update(kind="closed", target=side, round=rnd,
+              cpu_pct={c: cpu.get(c, 0.0) for c in service + ["haproxy", "sb-loadgen"]},
+              service_cpu_us_per_req=us_per_req(service),
+              rig_cpu_us_per_req=us_per_req(["haproxy", "sb-loadgen"]))
+print(json.dumps(report))
 PY
+  drain
+  sleep 2
 }
 
-open_loop() {
-  local name=$1 rate=$2 file="$BENCH/$1-open.tsv" need
-  need=$(python3 -c "print(int($rate * $SECONDS_EACH) + 10)")
-  gen "$(secret_of "$name")" "$need" "$file"
-  python3 scripts/bench/openloop.py "$(url_of "$name")" "$file" "$rate" "$SECONDS_EACH" "$CONNS" |
-    python3 -c "import json,sys; d=json.load(sys.stdin); d.update(target='$name', mode='open'); print(json.dumps(d))" >>"$OUT"
-}
-
-# Restarts the native pods with extra settings (dev-up starts the pods that are not running,
-# and its env file leaves variables it does not set to the caller).
-restart_pods() {
-  local f
-  for f in "$DEV"/pod*.pid; do
-    [ -f "$f" ] || continue
-    kill "$(cat "$f")" 2>/dev/null || true
-    for _ in $(seq 100); do pid_alive "$f" switchboard || break; sleep 0.2; done
-  done
-  env "$@" scripts/dev-up.sh >/dev/null
-}
-
-drain "start"
-if [ -n "$LIMITER_MODES" ]; then
-  # A limit the closed loop never reaches (about 10^8 a minute per connection).
-  for mode in $LIMITER_MODES; do
+if [ -n "${BENCH_LIMITER:-}" ]; then
+  for mode in $BENCH_LIMITER; do
     case $mode in
-      off) restart_pods RATE_LIMIT_WEBHOOK_SLACK=off RATE_LIMIT_SHADOW= ;;
-      enforce) restart_pods RATE_LIMIT_WEBHOOK_SLACK=100000000/min RATE_LIMIT_SHADOW= ;;
-      shadow) restart_pods RATE_LIMIT_WEBHOOK_SLACK=100000000/min RATE_LIMIT_SHADOW=webhook_slack ;;
+      off) set -- RATE_LIMIT_WEBHOOK_SLACK=off ;;
+      enforce) set -- RATE_LIMIT_WEBHOOK_SLACK=100000000/min ;;
+      shadow) set -- RATE_LIMIT_WEBHOOK_SLACK=100000000/min RATE_LIMIT_SHADOW=webhook_slack ;;
       *) die "BENCH_LIMITER: unknown mode $mode" ;;
     esac
-    log "closed loop: switchboard, rate limiter $mode"
-    export BENCH_LABEL=$mode
-    closed_loop switchboard
-    unset BENCH_LABEL
-    drain "closed loop, limiter $mode"
-    sleep 3
+    if [ "$WORKERS" = 1 ]; then
+      restart_pods "$@"
+    else
+      restart_pods "$@" WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0
+    fi
+    closed_loop switchboard 0 "$mode"
   done
-  # Back to the configured limits for the rest.
-  restart_pods
-fi
-if [ "$LIMITER_ONLY" = 1 ]; then
-  log "results ($OUT):"
-  cat "$OUT"
   exit 0
 fi
-for name in switchboard node; do
-  log "closed loop: $name"
-  closed_loop "$name"
-  [ "$name" = switchboard ] && drain "closed loop"
-  sleep 3
-done
-for rate in $RATES; do
-  for name in switchboard node; do
-    log "open loop at $rate/s: $name"
-    open_loop "$name" "$rate"
-    [ "$name" = switchboard ] && drain "open loop $rate/s"
-    sleep 3
+
+drain
+for round in $(seq "$ROUNDS"); do
+  for side in $SIDES; do
+    capacity "$side" "$round"
+    closed_loop "$side" "$round"
   done
 done
 
-log "results ($OUT):"
-cat "$OUT"
+log "summary ($OUT):"
+python3 - "$OUT" <<'PY' | tee -a "$OUT"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+caps, cpu = {}, {}
+for r in rows:
+    if r["kind"] == "capacity":
+        caps.setdefault(r["target"], {})[r["round"]] = r["rps"]
+    if r["kind"] == "closed" and r.get("service_cpu_us_per_req"):
+        cpu.setdefault(r["target"], []).append(r["service_cpu_us_per_req"])
+summary = {"kind": "summary", "capacity": {}, "ratios": {}, "service_cpu_us_per_req": {}}
+for side, by_round in caps.items():
+    v = list(by_round.values())
+    summary["capacity"][side] = {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
+for base in ("node-durable", "node-redis"):
+    if "switchboard" in caps and base in caps:
+        r = [caps["switchboard"][k] / caps[base][k] for k in caps["switchboard"] if caps[base].get(k)]
+        if r:
+            summary["ratios"]["switchboard/" + base] = {
+                "median": round(statistics.median(r), 2), "min": round(min(r), 2), "max": round(max(r), 2)}
+for side, v in cpu.items():
+    summary["service_cpu_us_per_req"][side] = {"median": statistics.median(v), "min": min(v), "max": max(v)}
+print(json.dumps(summary))
+PY

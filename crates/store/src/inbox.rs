@@ -174,8 +174,13 @@ pub async fn claim<'e>(
 }
 
 /// The claim statement (`$1` event id, `$2` lease seconds); public so tests can check its
-/// plan.
-pub const CLAIM: &str = "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
+/// plan. It commits without waiting for the WAL flush: a claim lost to a crash only leaves
+/// the event unclaimed, and what the job commits after it (synchronously, at the latest with
+/// the draft) flushes the log up to and including the claim.
+pub const CLAIM: &str =
+    "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+     UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
+     FROM async_commit
      WHERE id = $1 AND processed_at IS NULL AND parked_at IS NULL
        AND (locked_until IS NULL OR locked_until < now())
      RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at";

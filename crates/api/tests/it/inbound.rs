@@ -66,6 +66,70 @@ async fn five_concurrent_messages_all_reach_history_summary() {
     );
 }
 
+/// A provider message that arrives again in another event (a new event id, the same
+/// message) is stored once, with one history entry and one draft; and a customer whose
+/// details did not change is not written again for each message.
+#[tokio::test]
+async fn a_message_repeated_in_a_new_event_is_stored_once_and_customers_are_not_rewritten() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let a = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
+    let (_, conns) = connections(&db, &a).await;
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let event =
+        |id: &str, ts: &str, text: &str| signing::slack("slack-signing-secret", id, "U7", ts, text);
+    let processed = "SELECT count(*) FROM inbound_events WHERE processed_at IS NOT NULL";
+    assert_eq!(
+        send(&a, &path, &event("EvR1", "1700000002.000001", "first"))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(wait_for_count(&db, processed, 1).await, 1);
+    let pool = db.pool().await;
+    let customer_version = || async {
+        sqlx::query_scalar::<_, String>("SELECT xmin::text FROM customers")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let before = customer_version().await;
+
+    assert_eq!(
+        send(&a, &path, &event("EvR2", "1700000002.000001", "first"))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        send(&a, &path, &event("EvR3", "1700000002.000002", "second"))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(wait_for_count(&db, processed, 3).await, 3);
+    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 2);
+    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 2);
+    let history: Value =
+        sqlx::query_scalar("SELECT agent_context -> 'history_summary' FROM conversations")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let customer_entries: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "customer")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(customer_entries, ["first", "second"], "{history}");
+    assert_eq!(
+        customer_version().await,
+        before,
+        "the customer row was rewritten"
+    );
+}
+
 #[tokio::test]
 async fn redis_flushed_after_50_acks_loses_nothing() {
     let db = TestDb::fresh().await;

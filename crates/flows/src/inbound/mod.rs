@@ -91,15 +91,9 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     // Database work gives way to the webhooks while the pod is busy; waiting for the agent
     // does not hold a turn (see `pressure`).
     let mut turn = deps.load.admit().await;
-    // 1. Claim, customer, conversation, message, history and the recent messages for the
-    // agent: one transaction, every statement idempotent. Its commit need not wait for the
-    // disk: if Postgres crashes before flushing it, the event is simply unprocessed and
-    // unclaimed again, and runs anew. Whatever depends on it is durable only after it: the
-    // draft statement and the realtime events commit synchronously later, which flushes the
-    // log up to and including this commit.
-    let mut tx = begin_async_commit(deps).await?;
-    let Some(event) = inbox::claim(&mut *tx, event_id, deps.inbox_lease).await? else {
-        tx.rollback().await?;
+    // 1. The claim: a lease on the event, committed without waiting for the disk. A claim
+    // lost to a Postgres crash leaves the event unclaimed, and it runs anew.
+    let Some(event) = inbox::claim(&deps.db, event_id, deps.inbox_lease).await? else {
         return Ok(match inbox::get(&deps.db, event_id).await? {
             None => Outcome::Missing,
             Some(e) if e.processed_at.is_some() => Outcome::AlreadyProcessed,
@@ -108,24 +102,28 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     };
     let payload: InboxPayload = serde_json::from_value(event.payload.clone())?;
     let Some(mut message) = payload.message else {
-        mark_processed(&mut *tx, event_id).await?;
-        tx.commit().await?;
+        mark_processed(&deps.db, event_id).await?;
         return Ok(Outcome::NoMessage);
     };
     if let Some(email_id) = body_to_fetch(&event, &payload.raw, &message) {
-        // Resend's webhook has no body. The committed claim holds the event while the body
-        // is fetched, with no transaction open and no turn held meanwhile.
-        tx.commit().await?;
+        // Resend's webhook has no body. The claim holds the event while the body is
+        // fetched, with no turn held meanwhile.
         drop(turn);
         let fetching = email_text(deps, event.connection_id, &email_id);
         message.text = holding_lease(deps, event_id, fetching).await?;
         message.text =
             switchboard_channels::cap_text(message.text, deps.inbox_policy.text_max_bytes);
         turn = deps.load.admit().await;
-        tx = begin_async_commit(deps).await?;
     }
 
-    let (conversation_id, inserted): (Uuid, Option<Uuid>) = sqlx::query_as(sql::STORE_MESSAGE)
+    // 2. Customer, conversation, message, history, a reopened item and their events: one
+    // statement (`sql::STORE_MESSAGE`), committed without waiting for the disk. If Postgres
+    // crashes before flushing it, the event is unprocessed and runs anew; whatever depends
+    // on it is durable only after it: the draft statement commits synchronously later,
+    // which flushes the log up to and including this commit.
+    let new_id = Uuid::new_v4();
+    let entry = json!({"role": "customer", "text": message.text, "message_id": new_id});
+    let stored: StoredMessage = sqlx::query_as(sql::STORE_MESSAGE.as_str())
         .bind(event.org_id)
         .bind(event.channel)
         .bind(&message.customer_external_id)
@@ -134,47 +132,34 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         .bind(&message.text)
         .bind(&message.channel_message_id)
         .bind(&message.reply_to)
-        .fetch_one(&mut *tx)
+        .bind(new_id)
+        .bind(entry)
+        .bind(HISTORY_LEN)
+        .fetch_one(&deps.db)
         .await?;
-    let (message_id, history) = match inserted {
-        Some(id) => {
-            let entry = json!({"role": "customer", "text": message.text, "message_id": id});
-            let history: Vec<(String, String)> =
-                sqlx::query_as(sql::RECORD_CUSTOMER_MESSAGE.as_str())
-                    .bind(conversation_id)
-                    .bind(entry)
-                    .bind(HISTORY_LEN)
-                    .bind(id)
-                    .bind(event.org_id)
-                    .fetch_all(&mut *tx)
-                    .await?;
-            tx.commit().await?;
-            deps.emitter.wake();
-            (id, history)
-        }
-        None => {
-            // An earlier run stored the message; its draft may be stored too.
-            let (id, drafted): (Uuid, Option<bool>) = sqlx::query_as(sql::EXISTING_MESSAGE)
-                .bind(event.org_id)
-                .bind(event.channel)
-                .bind(&message.channel_message_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            if let Some(fallback) = drafted {
-                mark_processed(&deps.db, event_id).await?;
-                return Ok(Outcome::Drafted { fallback });
-            }
-            let history = sqlx::query_as(sql::RECENT_MESSAGES)
-                .bind(conversation_id)
-                .fetch_all(&deps.db)
-                .await?;
-            (id, history)
-        }
-    };
+    let StoredMessage {
+        conversation_id,
+        message_id,
+        inserted,
+        drafted,
+        authors,
+        bodies,
+    } = stored;
+    let mut history: Vec<(String, String)> = authors.into_iter().zip(bodies).collect();
+    if inserted {
+        deps.emitter.wake();
+        // The statement's own snapshot did not see the message it stored.
+        history.push(("customer".to_owned(), message.text));
+        let excess = history.len().saturating_sub(RECENT_LEN);
+        history.drain(..excess);
+    } else if let Some(fallback) = drafted {
+        // An earlier run stored the message and its draft.
+        mark_processed(&deps.db, event_id).await?;
+        return Ok(Outcome::Drafted { fallback });
+    }
     let stored_at = started.elapsed();
 
-    // 2. The draft, stored with the queue item and the event's completion in one statement.
+    // 3. The draft, stored with the queue item and the event's completion in one statement.
     drop(turn);
     let drafting = draft(
         deps,
@@ -194,13 +179,21 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     Ok(Outcome::Drafted { fallback })
 }
 
-/// A transaction whose commit does not wait for the disk (see transaction 1 in [`run`]).
-async fn begin_async_commit(
-    deps: &Deps,
-) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-    deps.db
-        .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
-        .await
+/// How many of the conversation's latest messages the agent sees.
+const RECENT_LEN: usize = 20;
+
+/// What [`sql::STORE_MESSAGE`] returns.
+#[derive(sqlx::FromRow)]
+struct StoredMessage {
+    conversation_id: Uuid,
+    /// The new message, or the one an earlier run stored.
+    message_id: Uuid,
+    inserted: bool,
+    /// The earlier message's draft, if it has one: its fallback flag.
+    drafted: Option<bool>,
+    /// The conversation's latest messages before this one, oldest first.
+    authors: Vec<String>,
+    bodies: Vec<String>,
 }
 
 /// The Resend email id whose body the message still needs, if any.

@@ -8,90 +8,107 @@
 use std::sync::LazyLock;
 use switchboard_store::event_outbox::QUEUE_ITEM_PAYLOAD_SQL;
 
-/// `agent_context.history_summary` with `$entry` appended, keeping the last `$keep`
-/// entries; `{entry}` and `{keep}` name the parameters. Used inside an `UPDATE
-/// conversations`, so concurrent jobs serialise on the row lock and none is lost.
-fn history_append(entry: &str, keep: &str) -> String {
+/// `context` (an `agent_context` column) with `$entry` appended to its `history_summary`,
+/// keeping the last `$keep` entries; `{entry}` and `{keep}` name the parameters. Used only
+/// where the conversation row is being written, so concurrent jobs serialise on its row
+/// lock and no entry is lost.
+fn history_append(context: &str, entry: &str, keep: &str) -> String {
     format!(
-        "jsonb_set(agent_context, '{{history_summary}}',
+        "jsonb_set({context}, '{{history_summary}}',
            (SELECT COALESCE(jsonb_agg(e ORDER BY i), '[]'::jsonb) FROM (
               SELECT e, i FROM jsonb_array_elements(
-                COALESCE(agent_context -> 'history_summary', '[]'::jsonb) || jsonb_build_array({entry}::jsonb)
+                COALESCE({context} -> 'history_summary', '[]'::jsonb) || jsonb_build_array({entry}::jsonb)
               ) WITH ORDINALITY AS t(e, i)
               ORDER BY i DESC LIMIT {keep}) last_entries))"
     )
 }
 
-/// Customer upsert, open-conversation find-or-create and message insert, in that order.
+/// Stores a customer message and everything that follows from it, in one statement: the
+/// customer (written only when new or renamed: an unchanged customer costs no row version),
+/// the open conversation (found or created, its history extended), the message, the item
+/// of an `awaiting_client` or `snoozed` conversation turned back to `pending` (the client
+/// answered), and the `message_created` and `queue_item_updated` events in the event
+/// outbox. Committed without waiting for the disk (see the job's step 2).
+///
+/// A message stored by an earlier run is not stored again and extends no history; the
+/// statement then returns that message and its draft's fallback flag, if it has a draft.
+/// Two runs of one event never overlap (the inbox lease); two *events* carrying the same
+/// provider message at once make the later statement fail on the message's unique key,
+/// which undoes its history entry too, and its retry finds the message stored.
+///
 /// `$1` org, `$2` channel, `$3` customer external id, `$4` display name, `$5` connection,
-/// `$6` text, `$7` channel message id, `$8` reply-to. Returns the conversation id and the
-/// new message id (NULL when the message was stored before).
-pub const STORE_MESSAGE: &str = "
-WITH customer AS (
-  INSERT INTO customers (org_id, channel, external_id, display_name) VALUES ($1, $2, $3, $4)
-  ON CONFLICT (org_id, channel, external_id) DO UPDATE
-    SET display_name = COALESCE(EXCLUDED.display_name, customers.display_name), updated_at = now()
-  RETURNING id
-), conversation AS (
-  INSERT INTO conversations (org_id, customer_id, channel, connection_id)
-  SELECT $1, customer.id, $2, $5 FROM customer
-  -- The reply leaves through the connection the customer last wrote to.
-  ON CONFLICT (org_id, customer_id, channel) WHERE status = 'open'
-    DO UPDATE SET updated_at = now(), connection_id = EXCLUDED.connection_id
-  RETURNING id
-), message AS (
-  INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
-                        channel_message_id, reply_to)
-  SELECT $1, conversation.id, 'inbound'::message_direction, 'customer'::message_author, $6, $2, $7, $8
-  FROM conversation
-  ON CONFLICT (org_id, channel, channel_message_id) WHERE channel_message_id IS NOT NULL DO NOTHING
-  RETURNING id
-)
-SELECT conversation.id, message.id FROM conversation LEFT JOIN message ON true";
-
-/// After a new customer message: appends it to the history, turns an `awaiting_client` or
-/// `snoozed` item back to `pending` (the client answered), stores the `message_created`
-/// and `queue_item_updated` events in the event outbox, and returns the conversation's last
-/// 20 messages, oldest first, for the agent. `$1` conversation, `$2` history entry, `$3` how
-/// many entries the history keeps, `$4` the new message, `$5` the org.
-pub static RECORD_CUSTOMER_MESSAGE: LazyLock<String> = LazyLock::new(|| {
+/// `$6` text, `$7` channel message id, `$8` reply-to, `$9` the new message's id, `$10` its
+/// history entry, `$11` how many entries the history keeps. Returns the conversation, the
+/// message (new or earlier), whether it is new, the earlier message's draft fallback flag,
+/// and the conversation's last 20 messages before this one (authors and bodies, oldest
+/// first).
+pub static STORE_MESSAGE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH history AS (
-           UPDATE conversations SET updated_at = now(), agent_context = {append}
-           WHERE id = $1 RETURNING id
+        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),
+         earlier AS (
+           SELECT m.id, d.fallback FROM messages m LEFT JOIN drafts d ON d.message_id = m.id
+           WHERE m.org_id = $1 AND m.channel = $2 AND m.channel_message_id = $7
+         ), known AS (
+           SELECT id, display_name FROM customers
+           WHERE org_id = $1 AND channel = $2 AND external_id = $3
+         ), upserted AS (
+           INSERT INTO customers (org_id, channel, external_id, display_name)
+           SELECT $1, $2, $3, $4
+           WHERE NOT EXISTS (SELECT 1 FROM known
+                             WHERE $4::text IS NULL OR display_name IS NOT DISTINCT FROM $4::text)
+           ON CONFLICT (org_id, channel, external_id) DO UPDATE
+             SET display_name = COALESCE(EXCLUDED.display_name, customers.display_name), updated_at = now()
+           RETURNING id
+         ), customer AS (
+           SELECT id FROM upserted UNION ALL SELECT id FROM known LIMIT 1
+         ), conversation AS (
+           INSERT INTO conversations (org_id, customer_id, channel, connection_id, agent_context)
+           SELECT $1, customer.id, $2, $5,
+                  jsonb_build_object('history_summary', CASE WHEN EXISTS (SELECT 1 FROM earlier)
+                    THEN '[]'::jsonb ELSE jsonb_build_array($10::jsonb) END)
+           FROM customer, async_commit
+           -- The reply leaves through the connection the customer last wrote to.
+           ON CONFLICT (org_id, customer_id, channel) WHERE status = 'open'
+             DO UPDATE SET updated_at = now(), connection_id = EXCLUDED.connection_id,
+               agent_context = CASE WHEN EXISTS (SELECT 1 FROM earlier)
+                 THEN conversations.agent_context ELSE {append} END
+           RETURNING id
+         ), message AS (
+           INSERT INTO messages (id, org_id, conversation_id, direction, author, body, channel,
+                                 channel_message_id, reply_to)
+           SELECT $9, $1, conversation.id, 'inbound'::message_direction, 'customer'::message_author,
+                  $6, $2, $7, $8
+           FROM conversation WHERE NOT EXISTS (SELECT 1 FROM earlier)
+           RETURNING id, conversation_id
          ), reopened AS (
            UPDATE expert_queue AS q SET status = 'pending', version = version + 1,
                   snoozed_until = NULL, updated_at = now()
-           WHERE conversation_id = (SELECT id FROM history)
+           WHERE conversation_id = (SELECT conversation_id FROM message)
              AND status IN ('awaiting_client', 'snoozed')
            RETURNING q.*
          ), events AS (
            INSERT INTO event_outbox (org_id, event, payload)
-           SELECT $5, 'message_created', jsonb_build_object('conversation_id', $1::uuid, 'message_id', $4::uuid)
+           SELECT $1, 'message_created',
+                  jsonb_build_object('conversation_id', m.conversation_id, 'message_id', m.id)
+           FROM message m
            UNION ALL
            SELECT q.org_id, 'queue_item_updated', {item} FROM reopened q
+         ), recent AS (
+           SELECT author::text AS author, body, created_at, id FROM messages
+           WHERE conversation_id = (SELECT id FROM conversation)
+           ORDER BY created_at DESC, id DESC LIMIT 20
          )
-         SELECT author::text, body FROM (
-           SELECT author, body, created_at, id FROM messages WHERE conversation_id = $1
-           ORDER BY created_at DESC, id DESC LIMIT 20) recent
-         ORDER BY created_at, id",
-        append = history_append("$2", "$3"),
+         SELECT c.id AS conversation_id,
+                COALESCE((SELECT id FROM message), (SELECT id FROM earlier)) AS message_id,
+                EXISTS (SELECT 1 FROM message) AS inserted,
+                (SELECT fallback FROM earlier) AS drafted,
+                ARRAY(SELECT author FROM recent ORDER BY created_at, id) AS authors,
+                ARRAY(SELECT body FROM recent ORDER BY created_at, id) AS bodies
+         FROM conversation c",
+        append = history_append("conversations.agent_context", "$10", "$11"),
         item = QUEUE_ITEM_PAYLOAD_SQL,
     )
 });
-
-/// The conversation's last 20 messages, oldest first (`$1` conversation).
-pub const RECENT_MESSAGES: &str = "
-SELECT author::text, body FROM (
-  SELECT author, body, created_at, id FROM messages WHERE conversation_id = $1
-  ORDER BY created_at DESC, id DESC LIMIT 20) recent
-ORDER BY created_at, id";
-
-/// A message stored by an earlier run, with its draft's fallback flag if it has one.
-/// `$1` org, `$2` channel, `$3` channel message id.
-pub const EXISTING_MESSAGE: &str = "
-SELECT m.id, d.fallback FROM messages m LEFT JOIN drafts d ON d.message_id = m.id
-WHERE m.org_id = $1 AND m.channel = $2 AND m.channel_message_id = $3";
 
 /// Stores the draft, appends it to the history, creates or advances the queue item and
 /// marks the inbox event processed: one statement, so one atomic commit. When the message
@@ -136,7 +153,7 @@ pub static STORE_DRAFT: LazyLock<String> = LazyLock::new(|| {
            WHERE id = $11 AND processed_at IS NULL AND (SELECT count(*) FROM item) >= 0
          )
          SELECT id, version, created FROM item",
-        append = history_append("$9", "$10"),
+        append = history_append("agent_context", "$9", "$10"),
         item = QUEUE_ITEM_PAYLOAD_SQL,
     )
 });
