@@ -8,6 +8,8 @@
 #
 # Usage: scripts/bench-drain.sh     (uses the dev stack; starts it with dev-up if needed)
 # Env:   BENCH_LOAD_SECONDS (8), BENCH_CONNS (64), SB_SKIP_BUILD=1 to reuse the binary.
+#        BENCH_SUSTAIN_RATE=N instead keeps the workers on and sends N webhooks/s (open loop)
+#        for BENCH_LOAD_SECONDS, printing the backlog every 5 s, then waits for it to drain.
 # Appends one JSON line to .dev/bench/drain.jsonl.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
@@ -47,11 +49,32 @@ SB_SKIP_BUILD="${SB_SKIP_BUILD:-0}" scripts/dev-up.sh >/dev/null
 export SB_SKIP_BUILD=1
 [ "$(backlog)" -eq 0 ] || die "the inbox already has unprocessed events; let them drain first"
 
-log "pods without workers; ${LOAD_SECONDS}s of webhooks"
-restart_pods env WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
 read -r ID SECRET < <(python3 -c '
 import json; c = json.load(open(".dev/seed.json"))["channels"]["slack"]
 print(c["id"], c["secrets"]["signing_secret"])')
+
+if [ -n "${BENCH_SUSTAIN_RATE:-}" ]; then
+  # Sustained load: webhooks at a fixed rate (open loop) while the pods process them; the
+  # backlog every 5 s says whether processing keeps up.
+  log "pods with workers; $BENCH_SUSTAIN_RATE webhooks/s for ${LOAD_SECONDS}s"
+  restart_pods env BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
+  "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" \
+    --rate "$BENCH_SUSTAIN_RATE" --seconds "$LOAD_SECONDS" --conns "$CONNS" >"$BENCH/sustain.json" &
+  load=$!
+  started=$(date +%s)
+  while kill -0 "$load" 2>/dev/null; do
+    sleep 5
+    echo "t=$(($(date +%s) - started))s backlog $(backlog)"
+  done
+  wait "$load"
+  cat "$BENCH/sustain.json"
+  while [ "$(backlog)" -gt 0 ]; do sleep 1; done
+  echo "drained $(($(date +%s) - started))s after the load began"
+  exit 0
+fi
+
+log "pods without workers; ${LOAD_SECONDS}s of webhooks"
+restart_pods env WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
 "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" --rate 0 \
   --seconds "$LOAD_SECONDS" --conns "$CONNS"
 total=$(backlog)

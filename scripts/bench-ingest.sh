@@ -12,8 +12,9 @@
 #   capacity     the highest open-loop rate at which p99 <= BENCH_TARGET_MS with no error,
 #                found by search: the rate doubles from BENCH_START while it passes, then
 #                BENCH_STEPS bisections between the last pass and the first failure; each
-#                probe lasts BENCH_PROBE_SECONDS, and latency counts from when a request was
-#                due (no coordinated omission)
+#                probe lasts BENCH_PROBE_SECONDS (a failed probe is repeated once before the
+#                rate counts as failed), and latency counts from when a request was due (no
+#                coordinated omission)
 #   rounds       BENCH_ROUNDS rounds, each side in turn (A, B, C, A, B, C, ...), so drift of
 #                the box hits every side; the summary gives each side's median and range and
 #                the ratios per round
@@ -191,7 +192,16 @@ print(json.dumps(d))" | tee -a "$OUT"
   drain
   sleep 2
 }
-passed() { tail -n 1 "$OUT" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["passed"] else 1)'; }
+last_passed() { tail -n 1 "$OUT" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["passed"] else 1)'; }
+# A rate passes when a probe passes. A failure is probed once more before it counts: one
+# stall of the shared box (a checkpoint, an fsync) in 10 s is enough to push a p99 over the
+# target, and a search that stops at the first such stall measures the stall, not the side.
+passes() {
+  probe "$@" >/dev/null
+  last_passed && return 0
+  probe "$@" >/dev/null
+  last_passed
+}
 
 # Doubling, then bisection (to multiples of 50/s); appends the side's capacity. An
 # unrecorded warm-up comes first: a side's first seconds (Node's JIT, new pool connections)
@@ -204,16 +214,14 @@ capacity() {
   sleep 2
   while [ "$rate" -le "$MAX_RATE" ]; do
     log "round $round, $side: $rate/s"
-    probe "$side" "$round" "$rate" >/dev/null
-    if passed; then lo=$rate; rate=$((rate * 2)); else hi=$rate; break; fi
+    if passes "$side" "$round" "$rate"; then lo=$rate; rate=$((rate * 2)); else hi=$rate; break; fi
   done
   if [ "$hi" -gt 0 ]; then
     for _ in $(seq "$STEPS"); do
       mid=$(((lo + hi) / 100 * 50))
       [ "$mid" -gt "$lo" ] && [ "$mid" -lt "$hi" ] || break
       log "round $round, $side: $mid/s"
-      probe "$side" "$round" "$mid" >/dev/null
-      if passed; then lo=$mid; else hi=$mid; fi
+      if passes "$side" "$round" "$mid"; then lo=$mid; else hi=$mid; fi
     done
   fi
   printf '{"kind":"capacity","target":"%s","round":%s,"rps":%s,"first_failure":%s}\n' \

@@ -136,6 +136,10 @@ pub struct Config {
     pub log_format: Option<LogFormat>,
     /// Jobs one pod runs at once per queue (`WORKER_CONCURRENCY`).
     pub worker_concurrency: usize,
+    /// How often an idle worker asks its queue for work it was not woken for: jobs coming
+    /// due, and pushes announced while its notification subscription was down
+    /// (`QUEUE_POLL_MS`). Every push wakes the workers of every pod at once.
+    pub queue_poll_ms: u64,
     /// Webhooks in flight on a pod at which its jobs give way to the accept path and do their
     /// database work one at a time; 0 never gives way (`ACCEPT_PRIORITY_IN_FLIGHT`).
     pub accept_priority_in_flight: usize,

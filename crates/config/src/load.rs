@@ -43,6 +43,7 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("log_format", Kind::Verbatim),
     ("pod_id", Kind::Verbatim),
     ("worker_concurrency", Kind::Parsed),
+    ("queue_poll_ms", Kind::Parsed),
     ("accept_priority_in_flight", Kind::Parsed),
     ("inbox_grace_secs", Kind::Parsed),
     ("inbox_lease_secs", Kind::Parsed),

@@ -2,9 +2,10 @@
 //!
 //! apalis-redis is the fast path, not the truth: the inbox row in Postgres is. Known
 //! behaviours of apalis-redis 1.0 handled here:
-//! - an idle worker fetches only on its heartbeat unless polled: a push on this pod wakes
-//!   this pod's worker at once, and it polls every 150 ms for what other pods pushed and
-//!   what comes due;
+//! - an idle worker fetches only on its heartbeat unless polled: a push wakes this pod's
+//!   worker at once and, through a Redis notification, every other pod's; a worker still
+//!   polls every `QUEUE_POLL_MS` (150) for what comes due and for a notification lost while
+//!   its subscription was down;
 //! - worker names are identities in Redis: ours are unique per pod, process, app instance
 //!   and restart;
 //! - one Redis error can leave a worker's backend dead: a supervisor restarts the worker;
@@ -23,6 +24,7 @@ use crate::{Deps, inbound, upkeep};
 use apalis::prelude::*;
 use apalis_core::backend::ext::poll_strategy::{PollWith, Strategy};
 use apalis_redis::{Config as QueueConfig, RedisStorage};
+use futures::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -85,8 +87,11 @@ impl QueueRef {
 pub struct JobQueue<J> {
     name: &'static str,
     storage: RedisStorage<J>,
-    /// Rung after every push, so this pod's idle worker fetches without waiting for a poll.
+    /// Rung after every push (this pod's or, through [`Announcer`], another pod's), so an
+    /// idle worker fetches without waiting for a poll.
     pushed: Arc<Notify>,
+    announcer: Announcer,
+    poll: Duration,
 }
 
 impl<J> Clone for JobQueue<J> {
@@ -95,7 +100,39 @@ impl<J> Clone for JobQueue<J> {
             name: self.name,
             storage: self.storage.clone(),
             pushed: self.pushed.clone(),
+            announcer: self.announcer.clone(),
+            poll: self.poll,
         }
+    }
+}
+
+/// Tells the other pods' workers that a queue has new jobs: a Redis `PUBLISH` after each
+/// push, on a channel per queue. The payload names the pushing instance, so a pod's own
+/// listener skips what its worker was already woken for.
+#[derive(Clone)]
+struct Announcer {
+    redis: Redis,
+    channel: Arc<str>,
+    instance: Arc<str>,
+}
+
+impl Announcer {
+    /// Publishes without holding up the caller (a webhook waits for its push). A lost
+    /// notification only leaves the other pods to their next poll.
+    fn announce(&self) {
+        let mut conn = self.redis.conn();
+        let channel = self.channel.clone();
+        let instance = self.instance.clone();
+        tokio::spawn(async move {
+            let published: Result<i64, _> = redis::cmd("PUBLISH")
+                .arg(&*channel)
+                .arg(&*instance)
+                .query_async(&mut conn)
+                .await;
+            if let Err(e) = published {
+                tracing::debug!(%channel, error = %e, "could not announce a push");
+            }
+        });
     }
 }
 
@@ -110,8 +147,10 @@ pub type InboundQueue = JobQueue<InboundJob>;
 /// The `channel-outbound` queue.
 pub type OutboundQueue = JobQueue<OutboundJob>;
 
-/// How often an idle worker asks for work.
+/// How often an idle worker asks for work unless told otherwise (`QUEUE_POLL_MS`).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(150);
+/// Pause before a lost push subscription is tried again.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
 impl<J> JobQueue<J>
 where
@@ -133,7 +172,19 @@ where
             name,
             storage: RedisStorage::new(redis.conn()).with_config(config),
             pushed: Arc::new(Notify::new()),
+            announcer: Announcer {
+                redis: redis.clone(),
+                channel: redis.key(&format!("queue:{name}:pushed")).into(),
+                instance: Uuid::new_v4().simple().to_string().into(),
+            },
+            poll: POLL_INTERVAL,
         }
+    }
+
+    /// The same queue with idle workers polling every `poll`.
+    pub fn with_poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
     }
 
     /// Enqueues many jobs with one bulk push.
@@ -145,7 +196,65 @@ where
         })?;
         // A permit is kept when the worker is busy fetching, so this push is never missed.
         self.pushed.notify_one();
+        self.announcer.announce();
         Ok(())
+    }
+
+    /// Wakes this pod's idle workers whenever another pod pushes, until `token` is
+    /// cancelled. The subscription is its own connection, re-established after any loss;
+    /// what was announced meanwhile is found by the poll.
+    pub fn spawn_wake_listener(&self, token: CancellationToken, tracker: &TaskTracker) {
+        let announcer = self.announcer.clone();
+        let pushed = self.pushed.clone();
+        let name = self.name;
+        tracker.spawn(async move {
+            loop {
+                let subscribed = async {
+                    let mut pubsub = announcer.redis.client().get_async_pubsub().await?;
+                    pubsub.subscribe(&*announcer.channel).await?;
+                    Ok::<_, redis::RedisError>(pubsub)
+                };
+                let pubsub = tokio::select! {
+                    () = token.cancelled() => return,
+                    result = subscribed => result,
+                };
+                match pubsub {
+                    Ok(pubsub) => {
+                        // Whatever was pushed while unsubscribed is fetched now.
+                        pushed.notify_one();
+                        let mut messages = pubsub.into_on_message();
+                        loop {
+                            tokio::select! {
+                                () = token.cancelled() => return,
+                                message = messages.next() => match message {
+                                    Some(message) => {
+                                        let from = message.get_payload::<String>().unwrap_or_default();
+                                        if from != *announcer.instance {
+                                            pushed.notify_one();
+                                        }
+                                    }
+                                    None => break,
+                                },
+                            }
+                        }
+                        tracing::warn!(queue = name, "lost the push notifications; polling until they are back");
+                    }
+                    Err(e) => {
+                        tracing::debug!(queue = name, error = %e, "cannot subscribe to push notifications yet");
+                    }
+                }
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(RESUBSCRIBE_AFTER) => {}
+                }
+            }
+        });
+    }
+
+    /// What wakes this pod's idle workers of this queue: rung by this pod's pushes and by
+    /// the pushes other pods announce.
+    pub fn push_signal(&self) -> Arc<Notify> {
+        self.pushed.clone()
     }
 
     /// The queue's keys and connection, for upkeep.
@@ -163,18 +272,17 @@ where
         &self.storage
     }
 
-    /// The backend a worker of this pod fetches from: woken by this pod's pushes at once,
-    /// and every [`POLL_INTERVAL`] for other pods' pushes and jobs coming due.
+    /// The backend a worker of this pod fetches from: woken by every push at once (this
+    /// pod's, and other pods' through [`Self::spawn_wake_listener`]), and every poll
+    /// interval for jobs coming due and for notifications that were lost.
     pub(crate) fn backend(&self) -> PollWith<RedisStorage<J>, Strategy> {
         let pushes = futures::stream::unfold(self.pushed.clone(), |pushed| async move {
             pushed.notified().await;
             Some(((), pushed))
         });
-        self.storage.clone().poll_with_strategy(
-            Strategy::new()
-                .stream(Box::pin(pushes))
-                .interval(POLL_INTERVAL),
-        )
+        self.storage
+            .clone()
+            .poll_with_strategy(Strategy::new().stream(Box::pin(pushes)).interval(self.poll))
     }
 }
 

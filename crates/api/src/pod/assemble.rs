@@ -98,6 +98,7 @@ impl App {
             lifecycle.tasks().clone(),
         )
         .await?;
+        let queue_poll = Duration::from_millis(config.queue_poll_ms.max(10));
         let flows = Deps {
             db: db.clone(),
             redis: redis.clone(),
@@ -107,12 +108,12 @@ impl App {
             inbox_policy: inbox_policy(&config),
             load: AcceptLoad::new(config.accept_priority_in_flight),
             email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
-            outbound: OutboundQueue::outbound(&redis),
+            outbound: OutboundQueue::outbound(&redis).with_poll(queue_poll),
             dispatch: Dispatcher::new(&config, SecretCipher::new(&key))
                 .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
             faults: faults(&config)?,
         };
-        let inbound = InboundQueue::inbound(&redis);
+        let inbound = InboundQueue::inbound(&redis).with_poll(queue_poll);
         let alerts = Alerts::new(
             db.clone(),
             redis.clone(),

@@ -23,6 +23,11 @@ pub(super) fn spawn(state: &AppState) {
     upkeep::spawn_promoter(state.flows.outbound.queue_ref(), token.clone(), tracker);
     // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
     if config.worker_concurrency > 0 {
+        state.inbound.spawn_wake_listener(token.clone(), tracker);
+        state
+            .flows
+            .outbound
+            .spawn_wake_listener(token.clone(), tracker);
         state.inbound.spawn_workers(
             state.flows.clone(),
             identity.clone(),

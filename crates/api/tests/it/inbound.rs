@@ -130,6 +130,63 @@ async fn a_message_repeated_in_a_new_event_is_stored_once_and_customers_are_not_
     );
 }
 
+/// A push on one pod wakes the idle workers of every other pod at once, through a Redis
+/// notification, instead of leaving them to their next poll (or, for apalis-redis, their
+/// next heartbeat). The listening queue's wake signal is rung by nothing else here.
+#[tokio::test]
+async fn a_push_is_announced_to_the_idle_workers_of_other_pods() {
+    let prefix = random_prefix();
+    let redis = switchboard_coord::Redis::connect_lazy(&redis_url(), &prefix).unwrap();
+    let pushing = switchboard_flows::queue::InboundQueue::inbound(&redis);
+    let listening = switchboard_flows::queue::InboundQueue::inbound(&redis);
+    let token = tokio_util::sync::CancellationToken::new();
+    let tracker = tokio_util::task::TaskTracker::new();
+    listening.spawn_wake_listener(token.clone(), &tracker);
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let channel = format!("{prefix}:queue:channel-inbound:pushed");
+    let mut listeners = 0;
+    for _ in 0..100 {
+        let numsub: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        listeners = numsub.1;
+        if listeners > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(listeners, 1, "the listener never subscribed");
+    let signal = listening.push_signal();
+    // A new subscription wakes the workers once, for whatever was pushed before it.
+    tokio::time::timeout(Duration::from_secs(10), signal.notified())
+        .await
+        .expect("no wake after subscribing");
+
+    pushing.push_events(&[uuid::Uuid::new_v4()]).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), signal.notified())
+        .await
+        .expect("the push did not wake the other pod's workers");
+    // A pod's own listener skips its own pushes (its workers were woken directly).
+    listening
+        .push_events(&[uuid::Uuid::new_v4()])
+        .await
+        .unwrap();
+    signal.notified().await; // the direct wake of the listening pod's own push
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), signal.notified())
+            .await
+            .is_err(),
+        "a pod's own push woke its workers twice"
+    );
+    token.cancel();
+    tracker.close();
+    tracker.wait().await;
+}
+
 #[tokio::test]
 async fn redis_flushed_after_50_acks_loses_nothing() {
     let db = TestDb::fresh().await;
