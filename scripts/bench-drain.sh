@@ -31,20 +31,6 @@ fi
 psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d switchboard -Atc "$1"; }
 backlog() { psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"; }
 
-# Stops the pods (SIGTERM, as a rolling deploy would), then starts them again through
-# dev-up, which passes this environment (e.g. WORKER_CONCURRENCY) on to them.
-restart_pods() {
-  local file pid
-  for file in "$DEV"/pod-*.pid; do
-    [ -f "$file" ] || continue
-    pid=$(pid_of "$file")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    rm -f "$file"
-  done
-  "$@" scripts/dev-up.sh >/dev/null
-}
-
 SB_SKIP_BUILD="${SB_SKIP_BUILD:-0}" scripts/dev-up.sh >/dev/null
 export SB_SKIP_BUILD=1
 [ "$(backlog)" -eq 0 ] || die "the inbox already has unprocessed events; let them drain first"
@@ -57,7 +43,7 @@ if [ -n "${BENCH_SUSTAIN_RATE:-}" ]; then
   # Sustained load: webhooks at a fixed rate (open loop) while the pods process them; the
   # backlog every 5 s says whether processing keeps up.
   log "pods with workers; $BENCH_SUSTAIN_RATE webhooks/s for ${LOAD_SECONDS}s"
-  restart_pods env BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
+  restart_pods BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
   "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" \
     --rate "$BENCH_SUSTAIN_RATE" --seconds "$LOAD_SECONDS" --conns "$CONNS" >"$BENCH/sustain.json" &
   load=$!
@@ -74,7 +60,7 @@ if [ -n "${BENCH_SUSTAIN_RATE:-}" ]; then
 fi
 
 log "pods without workers; ${LOAD_SECONDS}s of webhooks"
-restart_pods env WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
+restart_pods WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off
 "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" --rate 0 \
   --seconds "$LOAD_SECONDS" --conns "$CONNS"
 total=$(backlog)
@@ -82,7 +68,7 @@ log "backlog: $total events; pods with workers"
 # The clock starts before the restart: workers begin while dev-up still waits for the load
 # balancer to see both pods.
 started=$(date +%s.%N)
-restart_pods env
+restart_pods
 (LC_ALL=C pidstat -u 20 1 | awk '/^Average/ && $NF != "Command" { cpu[$NF] += $(NF-2) }
   END { for (c in cpu) if (cpu[c] >= 1) printf "%s %.0f\n", c, cpu[c] }' >"$BENCH/drain-cpu.txt") &
 sampler=$!

@@ -86,20 +86,9 @@ mkdir -p "$BENCH"
 : >"$OUT"
 psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "${2:-switchboard}" -Atc "$1"; }
 
-# Restarts the native pods with this run's settings: workers on or off, no webhook rate
-# limit (its cost is measured apart, see docs/PERFORMANCE.md) and no inbound backpressure
-# (without workers the backlog only grows).
-restart_pods() {
-  local file pid
-  for file in "$DEV"/pod-*.pid; do
-    [ -f "$file" ] || continue
-    pid=$(pid_of "$file")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    rm -f "$file"
-  done
-  env "$@" scripts/dev-up.sh >/dev/null
-}
+# This run's pod settings: workers on or off, no webhook rate limit (its cost is measured
+# apart, see docs/PERFORMANCE.md) and no inbound backpressure (without workers the backlog
+# only grows).
 if [ "$WORKERS" = 1 ]; then
   restart_pods RATE_LIMIT_WEBHOOK_SLACK=off
 else

@@ -18,6 +18,20 @@ LB_PORT="${SB_LB_PORT:-8080}"
 PODS=(pod-1 pod-2)
 POD_PORTS=("${SB_POD1_PORT:-3001}" "${SB_POD2_PORT:-3002}")
 
+# Stops the native pods (SIGTERM, as a rolling deploy would) and starts them again through
+# dev-up, with VAR=value settings on top of .dev/env (benchmarks vary them per run).
+restart_pods() {
+  local file pid
+  for file in "$DEV"/pod-*.pid; do
+    [ -f "$file" ] || continue
+    pid=$(pid_of "$file")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    rm -f "$file"
+  done
+  env "$@" "$ROOT/scripts/dev-up.sh" >/dev/null
+}
+
 log() { printf '==> %s\n' "$*"; }
 warn() { printf '%s: warning: %s\n' "${0##*/}" "$*" >&2; }
 die() {

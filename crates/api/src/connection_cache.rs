@@ -13,12 +13,12 @@
 //! connection id comes before any signature) cannot take the pool the accept path needs.
 //! Creating a connection invalidates its id like any other change.
 
-use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use switchboard_coord::Redis;
+use switchboard_coord::subscription::{self, Notice};
 use switchboard_store::connections::{self, Connection, Secrets};
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::{PgPool, StoreError};
@@ -37,6 +37,9 @@ pub const MAX_ENTRIES: usize = 50_000;
 
 /// Postgres lookups one pod runs at once for this cache.
 pub const LOOKUPS: usize = 2;
+/// Pause before a lost invalidation subscription is tried again (the cache is bypassed
+/// meanwhile).
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
 /// A connection with its decrypted secrets (which `Debug` does not show).
 #[derive(Debug)]
@@ -168,46 +171,26 @@ impl ConnectionCache {
     }
 
     async fn listen(self, token: CancellationToken) {
-        loop {
-            let subscribed = async {
-                let mut pubsub = self.redis.client().get_async_pubsub().await?;
-                pubsub.subscribe(&self.channel).await?;
-                Ok::<_, redis::RedisError>(pubsub)
-            };
-            let pubsub = tokio::select! {
-                () = token.cancelled() => return,
-                result = subscribed => result,
-            };
-            match pubsub {
-                Ok(pubsub) => {
-                    // Whatever was published while we were away is lost: start empty.
-                    self.reset(true);
-                    let mut messages = pubsub.into_on_message();
-                    loop {
-                        tokio::select! {
-                            () = token.cancelled() => return,
-                            message = messages.next() => match message {
-                                Some(message) => {
-                                    if let Ok(id) = message.get_payload::<String>().map(|p| p.parse::<Uuid>()) {
-                                        match id {
-                                            Ok(id) => self.forget(id),
-                                            Err(_) => self.reset(true),
-                                        }
-                                    }
-                                }
-                                None => break,
-                            },
-                        }
-                    }
+        let redis = self.redis.clone();
+        let channel = self.channel.clone();
+        subscription::subscribe(&redis, &channel, RESUBSCRIBE_AFTER, token, |notice| {
+            match notice {
+                // Whatever was published while we were away is lost: start empty.
+                Notice::Subscribed => self.reset(true),
+                Notice::Message(payload) => match payload.parse::<Uuid>() {
+                    Ok(id) => self.forget(id),
+                    Err(_) => self.reset(true),
+                },
+                Notice::Lost => {
                     tracing::warn!("connection cache lost its subscription; bypassing the cache");
+                    self.reset(false);
                 }
-                Err(e) => tracing::debug!(error = %e, "connection cache cannot subscribe yet"),
+                Notice::Unavailable(e) => {
+                    tracing::debug!(error = %e, "connection cache cannot subscribe yet");
+                    self.reset(false);
+                }
             }
-            self.reset(false);
-            tokio::select! {
-                () = token.cancelled() => return,
-                () = tokio::time::sleep(Duration::from_millis(500)) => {}
-            }
-        }
+        })
+        .await;
     }
 }

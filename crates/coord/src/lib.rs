@@ -7,6 +7,7 @@
 pub mod breaker;
 pub mod dedup;
 pub mod gcra;
+pub mod subscription;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;

@@ -24,12 +24,12 @@ use crate::{Deps, inbound, upkeep};
 use apalis::prelude::*;
 use apalis_core::backend::ext::poll_strategy::{PollWith, Strategy};
 use apalis_redis::{Config as QueueConfig, RedisStorage};
-use futures::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_coord::Redis;
+use switchboard_coord::subscription::{self, Notice};
 use switchboard_domain::jobs::{InboundJob, OutboundJob};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -208,46 +208,24 @@ where
         let pushed = self.pushed.clone();
         let name = self.name;
         tracker.spawn(async move {
-            loop {
-                let subscribed = async {
-                    let mut pubsub = announcer.redis.client().get_async_pubsub().await?;
-                    pubsub.subscribe(&*announcer.channel).await?;
-                    Ok::<_, redis::RedisError>(pubsub)
-                };
-                let pubsub = tokio::select! {
-                    () = token.cancelled() => return,
-                    result = subscribed => result,
-                };
-                match pubsub {
-                    Ok(pubsub) => {
-                        // Whatever was pushed while unsubscribed is fetched now.
-                        pushed.notify_one();
-                        let mut messages = pubsub.into_on_message();
-                        loop {
-                            tokio::select! {
-                                () = token.cancelled() => return,
-                                message = messages.next() => match message {
-                                    Some(message) => {
-                                        let from = message.get_payload::<String>().unwrap_or_default();
-                                        if from != *announcer.instance {
-                                            pushed.notify_one();
-                                        }
-                                    }
-                                    None => break,
-                                },
-                            }
-                        }
-                        tracing::warn!(queue = name, "lost the push notifications; polling until they are back");
-                    }
-                    Err(e) => {
-                        tracing::debug!(queue = name, error = %e, "cannot subscribe to push notifications yet");
-                    }
+            let redis = announcer.redis.clone();
+            let channel = announcer.channel.clone();
+            subscription::subscribe(&redis, &channel, RESUBSCRIBE_AFTER, token, |notice| {
+                match notice {
+                    // Whatever was pushed while unsubscribed is fetched now.
+                    Notice::Subscribed => pushed.notify_one(),
+                    Notice::Message(from) if from != *announcer.instance => pushed.notify_one(),
+                    Notice::Message(_) => {}
+                    Notice::Lost => tracing::warn!(
+                        queue = name,
+                        "lost the push notifications; polling until they are back"
+                    ),
+                    Notice::Unavailable(e) => tracing::debug!(
+                        queue = name, error = %e, "cannot subscribe to push notifications yet"
+                    ),
                 }
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = tokio::time::sleep(RESUBSCRIBE_AFTER) => {}
-                }
-            }
+            })
+            .await;
         });
     }
 
