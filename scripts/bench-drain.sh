@@ -2,9 +2,9 @@
 # Backlog benchmark: how fast the two-pod stack processes a backlog, and whether the rate
 # holds as the backlog grows. The pods first run without workers (WORKER_CONCURRENCY=0)
 # while sb-loadgen (closed loop, every request a new event) drives signed Slack webhooks at
-# them for BENCH_LOAD_SECONDS, so every accepted
-# event waits; then the pods restart with their workers and the inbox is polled until it
-# is empty, printing the rate of each 5 s window and the CPU of the first 20 s.
+# them for BENCH_LOAD_SECONDS, so every accepted event waits; then the pods restart with
+# their workers and the inbox is polled until it is empty, printing the rate of each 5 s window, and the CPU of each process in the first
+# 20 s, in all and per processed event.
 #
 # Usage: scripts/bench-drain.sh     (uses the dev stack; starts it with dev-up if needed)
 # Env:   BENCH_LOAD_SECONDS (8), BENCH_CONNS (64), SB_SKIP_BUILD=1 to reuse the binary.
@@ -69,9 +69,12 @@ log "backlog: $total events; pods with workers"
 # balancer to see both pods.
 started=$(date +%s.%N)
 restart_pods
+# CPU per command over 20 s, and the events processed in the same 20 s, for the CPU per
+# processed event of each process.
 (LC_ALL=C pidstat -u 20 1 | awk '/^Average/ && $NF != "Command" { cpu[$NF] += $(NF-2) }
   END { for (c in cpu) if (cpu[c] >= 1) printf "%s %.0f\n", c, cpu[c] }' >"$BENCH/drain-cpu.txt") &
 sampler=$!
+(first=$(backlog); sleep 20; echo "$((first - $(backlog)))" >"$BENCH/drain-cpu-events.txt") &
 prev=$total
 window=$started
 while :; do
@@ -84,11 +87,15 @@ while :; do
   [ "$left" -gt 0 ] || break
 done
 wait "$sampler" 2>/dev/null || true
-python3 - "$total" "$started" "$(date +%s.%N)" "$BENCH/drain-cpu.txt" <<'PY' | tee -a "$BENCH/drain.jsonl"
+wait
+python3 - "$total" "$started" "$(date +%s.%N)" "$BENCH/drain-cpu.txt" "$BENCH/drain-cpu-events.txt" <<'PY' | tee -a "$BENCH/drain.jsonl"
 import json, sys
 total, started, ended, cpu_file = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 cpu = dict((c, float(p)) for c, p in (line.split() for line in open(cpu_file)))
+events_20s = int(open(sys.argv[5]).read().strip() or 0)
 seconds = ended - started
+per_event = {c: round(p / 100 * 20 * 1e6 / events_20s) for c, p in cpu.items()} if events_20s else None
 print(json.dumps({"backlog": total, "seconds": round(seconds, 1),
-                  "events_per_s": round(total / seconds, 1), "cpu_pct_first_20s": cpu}))
+                  "events_per_s": round(total / seconds, 1), "cpu_pct_first_20s": cpu,
+                  "events_first_20s": events_20s, "cpu_us_per_event_first_20s": per_event}))
 PY
