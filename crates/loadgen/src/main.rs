@@ -14,16 +14,17 @@
 //!
 //! Prints one JSON object: counts per status, achieved rate and latency percentiles.
 
+mod http;
+
 use anyhow::{Context, bail};
 use clap::Parser;
 use hmac::{Hmac, Mac};
+use http::Conn;
 use sha2::Sha256;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 #[derive(Parser, Debug)]
@@ -89,57 +90,6 @@ impl Target {
             body.len()
         )
         .into_bytes()
-    }
-}
-
-/// One keep-alive HTTP/1.1 connection.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    async fn open(addr: &str) -> std::io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        Ok(Self {
-            stream,
-            buf: Vec::with_capacity(4096),
-        })
-    }
-
-    /// Sends one request and reads its whole response; returns the status.
-    async fn round_trip(&mut self, request: &[u8]) -> std::io::Result<u16> {
-        self.stream.write_all(request).await?;
-        loop {
-            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
-                let status = head
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                let total = end + 4 + length;
-                while self.buf.len() < total {
-                    self.fill().await?;
-                }
-                self.buf.drain(..total);
-                return Ok(status);
-            }
-            self.fill().await?;
-        }
-    }
-
-    async fn fill(&mut self) -> std::io::Result<()> {
-        if self.stream.read_buf(&mut self.buf).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        Ok(())
     }
 }
 

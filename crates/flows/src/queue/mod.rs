@@ -20,7 +20,13 @@
 //! - a worker's metadata hash outlives it: names are recorded as workers start, and the
 //!   sweeper deletes the metadata of gone ones ([`crate::upkeep::forget_gone_workers`]).
 
-use crate::{Deps, inbound, upkeep};
+mod supervise;
+mod wake;
+
+pub use supervise::supervise;
+use wake::Announcer;
+
+use crate::{Deps, inbound};
 use apalis::prelude::*;
 use apalis_core::backend::ext::poll_strategy::{PollWith, Strategy};
 use apalis_redis::{Config as QueueConfig, RedisStorage};
@@ -29,7 +35,6 @@ use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_coord::Redis;
-use switchboard_coord::subscription::{self, Notice};
 use switchboard_domain::jobs::{InboundJob, OutboundJob};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -106,36 +111,6 @@ impl<J> Clone for JobQueue<J> {
     }
 }
 
-/// Tells the other pods' workers that a queue has new jobs: a Redis `PUBLISH` after each
-/// push, on a channel per queue. The payload names the pushing instance, so a pod's own
-/// listener skips what its worker was already woken for.
-#[derive(Clone)]
-struct Announcer {
-    redis: Redis,
-    channel: Arc<str>,
-    instance: Arc<str>,
-}
-
-impl Announcer {
-    /// Publishes without holding up the caller (a webhook waits for its push). A lost
-    /// notification only leaves the other pods to their next poll.
-    fn announce(&self) {
-        let mut conn = self.redis.conn();
-        let channel = self.channel.clone();
-        let instance = self.instance.clone();
-        tokio::spawn(async move {
-            let published: Result<i64, _> = redis::cmd("PUBLISH")
-                .arg(&*channel)
-                .arg(&*instance)
-                .query_async(&mut conn)
-                .await;
-            if let Err(e) = published {
-                tracing::debug!(%channel, error = %e, "could not announce a push");
-            }
-        });
-    }
-}
-
 impl<J> std::fmt::Debug for JobQueue<J> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "JobQueue({})", self.name)
@@ -149,8 +124,6 @@ pub type OutboundQueue = JobQueue<OutboundJob>;
 
 /// How often an idle worker asks for work unless told otherwise (`QUEUE_POLL_MS`).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(150);
-/// Pause before a lost push subscription is tried again.
-const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
 impl<J> JobQueue<J>
 where
@@ -198,35 +171,6 @@ where
         self.pushed.notify_one();
         self.announcer.announce();
         Ok(())
-    }
-
-    /// Wakes this pod's idle workers whenever another pod pushes, until `token` is
-    /// cancelled. The subscription is its own connection, re-established after any loss;
-    /// what was announced meanwhile is found by the poll.
-    pub fn spawn_wake_listener(&self, token: CancellationToken, tracker: &TaskTracker) {
-        let announcer = self.announcer.clone();
-        let pushed = self.pushed.clone();
-        let name = self.name;
-        tracker.spawn(async move {
-            let redis = announcer.redis.clone();
-            let channel = announcer.channel.clone();
-            subscription::subscribe(&redis, &channel, RESUBSCRIBE_AFTER, token, |notice| {
-                match notice {
-                    // Whatever was pushed while unsubscribed is fetched now.
-                    Notice::Subscribed => pushed.notify_one(),
-                    Notice::Message(from) if from != *announcer.instance => pushed.notify_one(),
-                    Notice::Message(_) => {}
-                    Notice::Lost => tracing::warn!(
-                        queue = name,
-                        "lost the push notifications; polling until they are back"
-                    ),
-                    Notice::Unavailable(e) => tracing::debug!(
-                        queue = name, error = %e, "cannot subscribe to push notifications yet"
-                    ),
-                }
-            })
-            .await;
-        });
     }
 
     /// What wakes this pod's idle workers of this queue: rung by this pod's pushes and by
@@ -328,41 +272,4 @@ impl OutboundQueue {
         )
         .await
     }
-}
-
-/// Runs the worker that `run` builds and runs for a name, restarting it under a new name after it
-/// stops on an error (a backend error can leave an apalis worker dead), until `token` is
-/// cancelled; then the worker finishes the jobs it holds.
-pub fn supervise<F, Fut>(
-    queue: QueueRef,
-    identity: String,
-    token: CancellationToken,
-    tracker: &TaskTracker,
-    run: F,
-) where
-    F: Fn(String, CancellationToken) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<(), WorkerError>> + Send,
-{
-    tracker.spawn(async move {
-        let mut restarts: u32 = 0;
-        loop {
-            let name = format!("{identity}-{}-{restarts}", queue.name());
-            // Without Redis the worker fails to start too, and is restarted.
-            if let Err(e) = upkeep::record_worker(&queue, &name).await {
-                tracing::debug!(worker = %name, error = %e, "could not record the worker name");
-            }
-            let result = run(name.clone(), token.clone()).await;
-            if token.is_cancelled() {
-                break;
-            }
-            restarts += 1;
-            metrics::counter!("worker_restarts_total", "queue" => queue.name()).increment(1);
-            tracing::error!(worker = %name, ?result, "worker stopped; restarting");
-            let backoff = Duration::from_millis(200 * u64::from(restarts.min(10)));
-            tokio::select! {
-                () = token.cancelled() => break,
-                () = tokio::time::sleep(backoff) => {}
-            }
-        }
-    });
 }

@@ -1,0 +1,45 @@
+//! Workers that come back after a backend error.
+
+use super::QueueRef;
+use crate::upkeep;
+use apalis::prelude::WorkerError;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Runs the worker that `run` builds and runs for a name, restarting it under a new name after it
+/// stops on an error (a backend error can leave an apalis worker dead), until `token` is
+/// cancelled; then the worker finishes the jobs it holds.
+pub fn supervise<F, Fut>(
+    queue: QueueRef,
+    identity: String,
+    token: CancellationToken,
+    tracker: &TaskTracker,
+    run: F,
+) where
+    F: Fn(String, CancellationToken) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), WorkerError>> + Send,
+{
+    tracker.spawn(async move {
+        let mut restarts: u32 = 0;
+        loop {
+            let name = format!("{identity}-{}-{restarts}", queue.name());
+            // Without Redis the worker fails to start too, and is restarted.
+            if let Err(e) = upkeep::record_worker(&queue, &name).await {
+                tracing::debug!(worker = %name, error = %e, "could not record the worker name");
+            }
+            let result = run(name.clone(), token.clone()).await;
+            if token.is_cancelled() {
+                break;
+            }
+            restarts += 1;
+            metrics::counter!("worker_restarts_total", "queue" => queue.name()).increment(1);
+            tracing::error!(worker = %name, ?result, "worker stopped; restarting");
+            let backoff = Duration::from_millis(200 * u64::from(restarts.min(10)));
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = tokio::time::sleep(backoff) => {}
+            }
+        }
+    });
+}
