@@ -115,7 +115,16 @@ stop_baselines() {
     [ -f "$BENCH/haproxy-$side.pid" ] && kill "$(cat "$BENCH/haproxy-$side.pid")" 2>/dev/null || true
   done
 }
-trap stop_baselines EXIT
+# The dev stack's Redis keeps an append-only file; its automatic rewrites (a forked
+# redis-server, 15-30 s each once accept-only runs have grown the data) landed in random
+# sides' probes. They are held off for the run and the setting restored after it.
+aof_rewrite=$(redis-cli -p "$REDIS_PORT" config get auto-aof-rewrite-percentage | tail -n 1)
+redis-cli -p "$REDIS_PORT" config set auto-aof-rewrite-percentage 0 >/dev/null
+cleanup() {
+  stop_baselines
+  redis-cli -p "$REDIS_PORT" config set auto-aof-rewrite-percentage "$aof_rewrite" >/dev/null || true
+}
+trap cleanup EXIT
 stop_baselines
 for side in "${!NODE_PORTS[@]}"; do
   db=""
