@@ -131,8 +131,8 @@ async fn a_message_repeated_in_a_new_event_is_stored_once_and_customers_are_not_
 }
 
 /// A push on one pod wakes the idle workers of every other pod at once, through a Redis
-/// notification, instead of leaving them to their next poll (or, for apalis-redis, their
-/// next heartbeat). The listening queue's wake signal is rung by nothing else here.
+/// notification, instead of leaving them to their next poll. The listening queue's wake
+/// signal is rung by nothing else here.
 #[tokio::test]
 async fn a_push_is_announced_to_the_idle_workers_of_other_pods() {
     let prefix = random_prefix();

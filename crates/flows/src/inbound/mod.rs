@@ -135,6 +135,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         .bind(new_id)
         .bind(entry)
         .bind(HISTORY_LEN)
+        .bind(RECENT_LEN as i64)
         .fetch_one(&deps.db)
         .await?;
     let StoredMessage {

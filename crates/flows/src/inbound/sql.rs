@@ -38,10 +38,10 @@ fn history_append(context: &str, entry: &str, keep: &str) -> String {
 ///
 /// `$1` org, `$2` channel, `$3` customer external id, `$4` display name, `$5` connection,
 /// `$6` text, `$7` channel message id, `$8` reply-to, `$9` the new message's id, `$10` its
-/// history entry, `$11` how many entries the history keeps. Returns the conversation, the
-/// message (new or earlier), whether it is new, the earlier message's draft fallback flag,
-/// and the conversation's last 20 messages before this one (authors and bodies, oldest
-/// first).
+/// history entry, `$11` how many entries the history keeps, `$12` how many recent messages
+/// to return. Returns the conversation, the message (new or earlier), whether it is new, the
+/// earlier message's draft fallback flag, and the conversation's last `$12` messages before
+/// this one (authors and bodies, oldest first).
 pub static STORE_MESSAGE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),
@@ -96,7 +96,7 @@ pub static STORE_MESSAGE: LazyLock<String> = LazyLock::new(|| {
          ), recent AS (
            SELECT author::text AS author, body, created_at, id FROM messages
            WHERE conversation_id = (SELECT id FROM conversation)
-           ORDER BY created_at DESC, id DESC LIMIT 20
+           ORDER BY created_at DESC, id DESC LIMIT $12
          )
          SELECT c.id AS conversation_id,
                 COALESCE((SELECT id FROM message), (SELECT id FROM earlier)) AS message_id,
