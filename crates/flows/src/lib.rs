@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod alerts;
+pub mod coalesce;
 pub mod dispatch;
 pub mod email_body;
 pub mod expert;
@@ -53,6 +54,8 @@ pub struct Deps {
     pub outbound: queue::OutboundQueue,
     /// Provider clients and settings of the `channel-outbound` job.
     pub dispatch: dispatch::Dispatcher,
+    /// The inbound job's statements, batched across the pod's jobs.
+    pub inbound: inbound::Batches,
     /// Test-only fault injection (never armed in production).
     pub faults: faults::Faults,
 }

@@ -166,14 +166,23 @@ pub async fn claim<'e>(
     id: Uuid,
     lease: Duration,
 ) -> Result<Option<InboundEvent>, StoreError> {
+    Ok(claim_many(db, &[id], lease).await?.pop())
+}
+
+/// [`claim`] for many events in one statement: the events it took, in no particular order.
+pub async fn claim_many<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    ids: &[Uuid],
+    lease: Duration,
+) -> Result<Vec<InboundEvent>, StoreError> {
     Ok(sqlx::query_as(CLAIM)
-        .bind(id)
+        .bind(ids)
         .bind(lease.as_secs_f64())
-        .fetch_optional(db)
+        .fetch_all(db)
         .await?)
 }
 
-/// The claim statement (`$1` event id, `$2` lease seconds); public so tests can check its
+/// The claim statement (`$1` event ids, `$2` lease seconds); public so tests can check its
 /// plan. It commits without waiting for the WAL flush: a claim lost to a crash only leaves
 /// the event unclaimed, and what the job commits after it (synchronously, at the latest with
 /// the draft) flushes the log up to and including the claim.
@@ -181,7 +190,7 @@ pub const CLAIM: &str =
     "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
      UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
      FROM async_commit
-     WHERE id = $1 AND processed_at IS NULL AND parked_at IS NULL
+     WHERE id = ANY($1::uuid[]) AND processed_at IS NULL AND parked_at IS NULL
        AND (locked_until IS NULL OR locked_until < now())
      RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at";
 

@@ -21,7 +21,7 @@ use switchboard_flows::alerts::Alerts;
 use switchboard_flows::dispatch::Dispatcher;
 use switchboard_flows::email_body::EmailBodies;
 use switchboard_flows::faults::Faults;
-use switchboard_flows::inbound::InboxPolicy;
+use switchboard_flows::inbound::{self, InboxPolicy};
 use switchboard_flows::intake::Intake;
 use switchboard_flows::pressure::AcceptLoad;
 use switchboard_flows::queue::{InboundQueue, OutboundQueue};
@@ -99,12 +99,13 @@ impl App {
         )
         .await?;
         let queue_poll = Duration::from_millis(config.queue_poll_ms.max(10));
+        let inbox_lease = Duration::from_secs(config.inbox_lease_secs.max(1));
         let flows = Deps {
             db: db.clone(),
             redis: redis.clone(),
             agent: AgentClient::new(&config, redis.clone()),
             emitter: realtime.emitter(),
-            inbox_lease: Duration::from_secs(config.inbox_lease_secs.max(1)),
+            inbox_lease,
             inbox_policy: inbox_policy(&config),
             load: AcceptLoad::new(config.accept_priority_in_flight),
             email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
@@ -112,6 +113,7 @@ impl App {
             dispatch: Dispatcher::new(&config, SecretCipher::new(&key))
                 .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
             faults: faults(&config)?,
+            inbound: inbound::Batches::start(db.clone(), inbox_lease),
         };
         let inbound = InboundQueue::inbound(&redis).with_poll(queue_poll);
         let alerts = Alerts::new(

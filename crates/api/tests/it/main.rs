@@ -9,6 +9,7 @@ mod expert_support;
 mod health;
 mod hostile_input;
 mod inbound;
+mod inbound_batches;
 mod inbound_crash;
 mod inbound_parking;
 mod inbound_support;

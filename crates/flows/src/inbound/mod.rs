@@ -1,6 +1,9 @@
 //! The `channel-inbound` job (F2), idempotent end to end.
 
+mod batch;
 mod sql;
+
+pub use batch::{Batches, DraftRow, MAX_BATCH, MessageRow, StoredMessage};
 
 use crate::Deps;
 use crate::agent::ChatLine;
@@ -60,6 +63,9 @@ pub enum JobError {
     /// The email's body could not be fetched from Resend yet.
     #[error("could not fetch the email body: {0}")]
     EmailBody(#[source] FetchError),
+    /// The pod's statement batching has stopped (the pod is going down).
+    #[error("the inbound statement batching has stopped")]
+    Stopped,
 }
 
 impl From<sqlx::Error> for JobError {
@@ -93,7 +99,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     let mut turn = deps.load.admit().await;
     // 1. The claim: a lease on the event, committed without waiting for the disk. A claim
     // lost to a Postgres crash leaves the event unclaimed, and it runs anew.
-    let Some(event) = inbox::claim(&deps.db, event_id, deps.inbox_lease).await? else {
+    let Some(event) = deps.inbound.claim(event_id).await? else {
         return Ok(match inbox::get(&deps.db, event_id).await? {
             None => Outcome::Missing,
             Some(e) if e.processed_at.is_some() => Outcome::AlreadyProcessed,
@@ -117,27 +123,13 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
     }
 
     // 2. Customer, conversation, message, history, a reopened item and their events: one
-    // statement (`sql::STORE_MESSAGE`), committed without waiting for the disk. If Postgres
+    // statement (`sql::STORE_MESSAGES`, batched with other jobs' messages), committed without waiting for the disk. If Postgres
     // crashes before flushing it, the event is unprocessed and runs anew; whatever depends
     // on it is durable only after it: the draft statement commits synchronously later,
     // which flushes the log up to and including this commit.
-    let new_id = Uuid::new_v4();
-    let entry = json!({"role": "customer", "text": message.text, "message_id": new_id});
-    let stored: StoredMessage = sqlx::query_as(sql::STORE_MESSAGE.as_str())
-        .bind(event.org_id)
-        .bind(event.channel)
-        .bind(&message.customer_external_id)
-        .bind(&message.customer_name)
-        .bind(event.connection_id)
-        .bind(&message.text)
-        .bind(&message.channel_message_id)
-        .bind(&message.reply_to)
-        .bind(new_id)
-        .bind(entry)
-        .bind(HISTORY_LEN)
-        .bind(RECENT_LEN as i64)
-        .fetch_one(&deps.db)
-        .await?;
+    let message_id = Uuid::new_v4();
+    let entry = json!({"role": "customer", "text": message.text, "message_id": message_id});
+    let text = message.text.clone();
     let StoredMessage {
         conversation_id,
         message_id,
@@ -145,12 +137,22 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         drafted,
         authors,
         bodies,
-    } = stored;
+    } = deps
+        .inbound
+        .store_message(MessageRow {
+            org_id: event.org_id,
+            channel: event.channel,
+            connection_id: event.connection_id,
+            message,
+            message_id,
+            entry,
+        })
+        .await?;
     let mut history: Vec<(String, String)> = authors.into_iter().zip(bodies).collect();
     if inserted {
         deps.emitter.wake();
         // The statement's own snapshot did not see the message it stored.
-        history.push(("customer".to_owned(), message.text));
+        history.push(("customer".to_owned(), text));
         let excess = history.len().saturating_sub(RECENT_LEN);
         history.drain(..excess);
     } else if let Some(fallback) = drafted {
@@ -182,20 +184,6 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
 
 /// How many of the conversation's latest messages the agent sees.
 const RECENT_LEN: usize = 20;
-
-/// What [`sql::STORE_MESSAGE`] returns.
-#[derive(sqlx::FromRow)]
-struct StoredMessage {
-    conversation_id: Uuid,
-    /// The new message, or the one an earlier run stored.
-    message_id: Uuid,
-    inserted: bool,
-    /// The earlier message's draft, if it has one: its fallback flag.
-    drafted: Option<bool>,
-    /// The conversation's latest messages before this one, oldest first.
-    authors: Vec<String>,
-    bodies: Vec<String>,
-}
 
 /// The Resend email id whose body the message still needs, if any.
 fn body_to_fetch(
@@ -244,8 +232,8 @@ async fn holding_lease<T>(deps: &Deps, event_id: Uuid, work: impl Future<Output 
     crate::lease::hold(deps.inbox_lease, renew, work).await
 }
 
-/// Calls the agent with the recent messages and stores the draft with the queue item;
-/// returns whether it fell back.
+/// Calls the agent with the recent messages and stores the draft with the queue item
+/// (batched with other jobs' drafts); returns whether it fell back.
 async fn draft(
     deps: &Deps,
     event_id: Uuid,
@@ -270,22 +258,23 @@ async fn draft(
     let _turn = deps.load.admit().await;
     let draft_id = Uuid::new_v4();
     let entry = json!({"role": "agent_draft", "text": body, "draft_id": draft_id});
-    let stored: Option<(Uuid, i32, bool)> = sqlx::query_as(sql::STORE_DRAFT.as_str())
-        .bind(draft_id)
-        .bind(org_id)
-        .bind(conversation_id)
-        .bind(message_id)
-        .bind(&body)
-        .bind(confidence)
-        .bind(cost)
-        .bind(fallback)
-        .bind(entry)
-        .bind(HISTORY_LEN)
-        .bind(event_id)
-        .fetch_optional(&deps.db)
+    let stored = deps
+        .inbound
+        .store_draft(DraftRow {
+            event_id,
+            draft_id,
+            org_id,
+            conversation_id,
+            message_id,
+            body,
+            confidence,
+            cost,
+            fallback,
+            entry,
+        })
         .await?;
-    // No item: another run stored this message's draft first; its result stands.
-    if stored.is_some() {
+    // Not stored: another run stored this message's draft first; its result stands.
+    if stored {
         deps.emitter.wake();
     }
     Ok(fallback)

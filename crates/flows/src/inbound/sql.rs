@@ -23,114 +23,164 @@ fn history_append(context: &str, entry: &str, keep: &str) -> String {
     )
 }
 
-/// Stores a customer message and everything that follows from it, in one statement: the
-/// customer (written only when new or renamed: an unchanged customer costs no row version),
-/// the open conversation (found or created, its history extended), the message, the item
-/// of an `awaiting_client` or `snoozed` conversation turned back to `pending` (the client
-/// answered), and the `message_created` and `queue_item_updated` events in the event
-/// outbox. Committed without waiting for the disk (see the job's step 2).
+/// Stores customer messages, one per input row, and everything that follows from each, in
+/// one statement: the customer (written only when new or renamed: an unchanged customer
+/// costs no row version), the open conversation (found or created, its history extended),
+/// the message, the item of an `awaiting_client` or `snoozed` conversation turned back to
+/// `pending` (the client answered), and the `message_created` and `queue_item_updated`
+/// events in the event outbox. Committed without waiting for the disk (see the job's step
+/// 2). The rows' customers must be distinct (one statement cannot update a row twice), and
+/// existing conversations are written in id order, as [`STORE_DRAFTS`] writes them, so
+/// two batches lock shared rows in the same order.
 ///
-/// A message stored by an earlier run is not stored again and extends no history; the
-/// statement then returns that message and its draft's fallback flag, if it has a draft.
-/// Two runs of one event never overlap (the inbox lease); two *events* carrying the same
-/// provider message at once make the later statement fail on the message's unique key,
-/// which undoes its history entry too, and its retry finds the message stored.
+/// A message stored by an earlier run is not stored again and extends no history; its row
+/// then returns that message and its draft's fallback flag, if it has a draft. Two runs of
+/// one event never overlap (the inbox lease); two *events* carrying the same provider
+/// message at once make the later statement fail on the message's unique key, which undoes
+/// its history entry too, and its retry finds the message stored.
 ///
-/// `$1` org, `$2` channel, `$3` customer external id, `$4` display name, `$5` connection,
-/// `$6` text, `$7` channel message id, `$8` reply-to, `$9` the new message's id, `$10` its
-/// history entry, `$11` how many entries the history keeps, `$12` how many recent messages
-/// to return. Returns the conversation, the message (new or earlier), whether it is new, the
-/// earlier message's draft fallback flag, and the conversation's last `$12` messages before
-/// this one (authors and bodies, oldest first).
-pub static STORE_MESSAGE: LazyLock<String> = LazyLock::new(|| {
+/// Arrays, one element per row: `$1` org, `$2` channel, `$3` customer external id, `$4`
+/// display name, `$5` connection, `$6` text, `$7` channel message id, `$8` reply-to, `$9`
+/// the new message's id, `$10` its history entry; `$11` how many entries the history keeps,
+/// `$12` how many recent messages to return. Returns, per row in input order, the
+/// conversation, the message (new or earlier), whether it is new, the earlier message's
+/// draft fallback flag, and the conversation's last `$12` messages before this one (authors
+/// and bodies, oldest first).
+pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),
-         earlier AS (
-           SELECT m.id, d.fallback FROM messages m LEFT JOIN drafts d ON d.message_id = m.id
-           WHERE m.org_id = $1 AND m.channel = $2 AND m.channel_message_id = $7
+         input AS (
+           SELECT t.org_id, t.channel::channel_kind AS channel, t.external_id, t.display_name,
+                  t.connection_id, t.body, t.channel_message_id, t.reply_to, t.message_id,
+                  t.entry, t.n
+           FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                       $7::text[], $8::jsonb[], $9::uuid[], $10::jsonb[])
+             WITH ORDINALITY AS t(org_id, channel, external_id, display_name, connection_id,
+                                  body, channel_message_id, reply_to, message_id, entry, n)
+         ), earlier AS (
+           SELECT i.n, m.id, d.fallback FROM input i
+           JOIN messages m ON m.org_id = i.org_id AND m.channel = i.channel
+                          AND m.channel_message_id = i.channel_message_id
+           LEFT JOIN drafts d ON d.message_id = m.id
          ), known AS (
-           SELECT id, display_name FROM customers
-           WHERE org_id = $1 AND channel = $2 AND external_id = $3
+           SELECT i.n, c.id, c.display_name FROM input i
+           JOIN customers c ON c.org_id = i.org_id AND c.channel = i.channel
+                           AND c.external_id = i.external_id
          ), upserted AS (
            INSERT INTO customers (org_id, channel, external_id, display_name)
-           SELECT $1, $2, $3, $4
-           WHERE NOT EXISTS (SELECT 1 FROM known
-                             WHERE $4::text IS NULL OR display_name IS NOT DISTINCT FROM $4::text)
+           SELECT i.org_id, i.channel, i.external_id, i.display_name FROM input i
+           WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.n = i.n AND (i.display_name IS NULL
+                             OR k.display_name IS NOT DISTINCT FROM i.display_name))
+           ORDER BY i.org_id, i.channel, i.external_id
            ON CONFLICT (org_id, channel, external_id) DO UPDATE
              SET display_name = COALESCE(EXCLUDED.display_name, customers.display_name), updated_at = now()
-           RETURNING id
+           RETURNING id, org_id, channel, external_id
          ), customer AS (
-           SELECT id FROM upserted UNION ALL SELECT id FROM known LIMIT 1
+           SELECT i.n, COALESCE(u.id, k.id) AS id FROM input i
+           LEFT JOIN upserted u ON u.org_id = i.org_id AND u.channel = i.channel
+                               AND u.external_id = i.external_id
+           LEFT JOIN known k ON k.n = i.n
          ), conversation AS (
+           -- The proposed row's history is the new entry alone, or empty for a message an
+           -- earlier run stored; an existing conversation appends that entry.
            INSERT INTO conversations (org_id, customer_id, channel, connection_id, agent_context)
-           SELECT $1, customer.id, $2, $5,
-                  jsonb_build_object('history_summary', CASE WHEN EXISTS (SELECT 1 FROM earlier)
-                    THEN '[]'::jsonb ELSE jsonb_build_array($10::jsonb) END)
-           FROM customer, async_commit
+           SELECT i.org_id, c.id, i.channel, i.connection_id,
+                  jsonb_build_object('history_summary', CASE WHEN EXISTS
+                    (SELECT 1 FROM earlier e WHERE e.n = i.n)
+                    THEN '[]'::jsonb ELSE jsonb_build_array(i.entry) END)
+           FROM input i JOIN customer c ON c.n = i.n
+           LEFT JOIN conversations o ON o.org_id = i.org_id AND o.customer_id = c.id
+                                    AND o.channel = i.channel AND o.status = 'open',
+                async_commit
+           ORDER BY o.id NULLS LAST
            -- The reply leaves through the connection the customer last wrote to.
            ON CONFLICT (org_id, customer_id, channel) WHERE status = 'open'
              DO UPDATE SET updated_at = now(), connection_id = EXCLUDED.connection_id,
-               agent_context = CASE WHEN EXISTS (SELECT 1 FROM earlier)
+               agent_context = CASE WHEN EXCLUDED.agent_context -> 'history_summary' = '[]'::jsonb
                  THEN conversations.agent_context ELSE {append} END
-           RETURNING id
+           RETURNING id, customer_id
+         ), conv AS (
+           SELECT c.n, v.id FROM customer c JOIN conversation v ON v.customer_id = c.id
          ), message AS (
            INSERT INTO messages (id, org_id, conversation_id, direction, author, body, channel,
                                  channel_message_id, reply_to)
-           SELECT $9, $1, conversation.id, 'inbound'::message_direction, 'customer'::message_author,
-                  $6, $2, $7, $8
-           FROM conversation WHERE NOT EXISTS (SELECT 1 FROM earlier)
+           SELECT i.message_id, i.org_id, v.id, 'inbound'::message_direction,
+                  'customer'::message_author, i.body, i.channel, i.channel_message_id, i.reply_to
+           FROM input i JOIN conv v ON v.n = i.n
+           WHERE NOT EXISTS (SELECT 1 FROM earlier e WHERE e.n = i.n)
            RETURNING id, conversation_id
          ), reopened AS (
            UPDATE expert_queue AS q SET status = 'pending', version = version + 1,
                   snoozed_until = NULL, updated_at = now()
-           WHERE conversation_id = (SELECT conversation_id FROM message)
+           WHERE conversation_id IN (SELECT conversation_id FROM message)
              AND status IN ('awaiting_client', 'snoozed')
            RETURNING q.*
          ), events AS (
            INSERT INTO event_outbox (org_id, event, payload)
-           SELECT $1, 'message_created',
+           SELECT i.org_id, 'message_created',
                   jsonb_build_object('conversation_id', m.conversation_id, 'message_id', m.id)
-           FROM message m
+           FROM message m JOIN input i ON i.message_id = m.id
            UNION ALL
            SELECT q.org_id, 'queue_item_updated', {item} FROM reopened q
-         ), recent AS (
-           SELECT author::text AS author, body, created_at, id FROM messages
-           WHERE conversation_id = (SELECT id FROM conversation)
-           ORDER BY created_at DESC, id DESC LIMIT $12
          )
-         SELECT c.id AS conversation_id,
-                COALESCE((SELECT id FROM message), (SELECT id FROM earlier)) AS message_id,
-                EXISTS (SELECT 1 FROM message) AS inserted,
-                (SELECT fallback FROM earlier) AS drafted,
-                ARRAY(SELECT author FROM recent ORDER BY created_at, id) AS authors,
-                ARRAY(SELECT body FROM recent ORDER BY created_at, id) AS bodies
-         FROM conversation c",
-        append = history_append("conversations.agent_context", "$10", "$11"),
+         SELECT v.id AS conversation_id, COALESCE(m.id, e.id) AS message_id,
+                m.id IS NOT NULL AS inserted, e.fallback AS drafted,
+                COALESCE(r.authors, '{{}}') AS authors, COALESCE(r.bodies, '{{}}') AS bodies
+         FROM input i
+         JOIN conv v ON v.n = i.n
+         LEFT JOIN message m ON m.id = i.message_id
+         LEFT JOIN earlier e ON e.n = i.n
+         LEFT JOIN LATERAL (
+           SELECT array_agg(author ORDER BY created_at, id) AS authors,
+                  array_agg(body ORDER BY created_at, id) AS bodies
+           FROM (SELECT author::text AS author, body, created_at, id FROM messages
+                 WHERE conversation_id = v.id ORDER BY created_at DESC, id DESC LIMIT $12) last
+         ) r ON true
+         ORDER BY i.n",
+        append = history_append(
+            "conversations.agent_context",
+            "(EXCLUDED.agent_context -> 'history_summary' -> 0)",
+            "$11"
+        ),
         item = QUEUE_ITEM_PAYLOAD_SQL,
     )
 });
 
-/// Stores the draft, appends it to the history, creates or advances the queue item and
-/// marks the inbox event processed: one statement, so one atomic commit. When the message
-/// already has a draft (another run stored it) only the event is marked, and no row comes
-/// back. `$1` draft id, `$2` org, `$3` conversation, `$4` message, `$5` body, `$6`
-/// confidence, `$7` cost, `$8` fallback, `$9` history entry, `$10` history length, `$11`
-/// inbox event. Stores the item's `queue_item_created` or `queue_item_updated` event in the
-/// event outbox. Returns the queue item's id, version and whether it was created.
-pub static STORE_DRAFT: LazyLock<String> = LazyLock::new(|| {
+/// Stores drafts, one per input row, in one statement and so one atomic commit: for each
+/// row, the draft, its entry appended to the conversation's history, the queue item created
+/// or advanced (with its `queue_item_created` or `queue_item_updated` event in the event
+/// outbox), and the inbox event marked processed. A row whose message already has a draft
+/// (another run stored it) only marks its event. The rows' conversations must be distinct
+/// (one statement cannot update a row twice); rows are written in conversation order, so
+/// two batches lock shared rows in the same order.
+///
+/// Arrays, one element per row: `$1` draft id, `$2` org, `$3` conversation, `$4` message,
+/// `$5` body, `$6` confidence, `$7` cost, `$8` fallback, `$9` history entry, `$11` inbox
+/// event; `$10` the history length. Returns the inbox events whose draft was stored now.
+pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH draft AS (
+        "WITH input AS (
+           SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
+                                $6::real[], $7::float8[], $8::bool[], $9::jsonb[], $11::uuid[])
+             AS t(draft_id, org_id, conversation_id, message_id, body, confidence, cost,
+                  fallback, entry, event_id)
+         ), draft AS (
            INSERT INTO drafts (id, org_id, conversation_id, message_id, body, confidence, cost_usd, fallback)
-           VALUES ($1, $2, $3, $4, $5, $6, $7::float8::numeric, $8)
+           SELECT draft_id, org_id, conversation_id, message_id, body, confidence, cost::numeric, fallback
+           FROM input ORDER BY conversation_id
            ON CONFLICT (message_id) DO NOTHING RETURNING id
          ), history AS (
            UPDATE conversations SET updated_at = now(), agent_context = {append}
-           WHERE id = $3 AND EXISTS (SELECT 1 FROM draft) RETURNING id
+           FROM (SELECT * FROM input WHERE draft_id IN (SELECT id FROM draft)
+                 ORDER BY conversation_id) i
+           WHERE conversations.id = i.conversation_id RETURNING conversations.id
          ), item AS (
            INSERT INTO expert_queue (org_id, conversation_id, status, draft_id, draft_body,
                                      draft_confidence, draft_cost_usd, flagged_for_review, sla_due_at)
-           SELECT $2, history.id, 'pending'::queue_status, $1, $5, $6, $7::float8::numeric, $8, now() + interval '1 hour'
-           FROM history
+           SELECT i.org_id, i.conversation_id, 'pending'::queue_status, i.draft_id, i.body,
+                  i.confidence, i.cost::numeric, i.fallback, now() + interval '1 hour'
+           FROM input i WHERE i.conversation_id IN (SELECT id FROM history)
+           ORDER BY i.conversation_id
            ON CONFLICT (conversation_id) WHERE status <> 'resolved' DO UPDATE SET
              draft_id = EXCLUDED.draft_id,
              draft_body = EXCLUDED.draft_body,
@@ -149,11 +199,12 @@ pub static STORE_DRAFT: LazyLock<String> = LazyLock::new(|| {
          ), processed AS (
            UPDATE inbound_events
            SET processed_at = now(), attempts = attempts + 1, locked_until = NULL
-           -- Reads the item so that it runs first: the inbox row is locked last.
-           WHERE id = $11 AND processed_at IS NULL AND (SELECT count(*) FROM item) >= 0
+           -- Reads the items so that they are written first: inbox rows are locked last.
+           WHERE id IN (SELECT event_id FROM input) AND processed_at IS NULL
+             AND (SELECT count(*) FROM item) >= 0
          )
-         SELECT id, version, created FROM item",
-        append = history_append("agent_context", "$9", "$10"),
+         SELECT i.event_id FROM input i JOIN item ON item.conversation_id = i.conversation_id",
+        append = history_append("conversations.agent_context", "i.entry", "$10"),
         item = QUEUE_ITEM_PAYLOAD_SQL,
     )
 });

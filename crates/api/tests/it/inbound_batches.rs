@@ -1,0 +1,246 @@
+//! The inbound job's batched statements: many jobs' events stored by one statement must
+//! come out exactly as if each had run alone.
+
+use crate::inbound_support::{agent, connections, count, pod, pod_with, send, wait_for_count};
+use serde_json::{Value, json};
+use std::time::Duration;
+use switchboard_domain::ChannelKind;
+use switchboard_domain::jobs::InboxMessage;
+use switchboard_flows::inbound::{Batches, DraftRow, JobError, MessageRow, StoredMessage};
+use switchboard_testing::{TestDb, random_prefix, redis_url, signing};
+use uuid::Uuid;
+
+fn message_row(org: Uuid, connection: Uuid, customer: &str, id: &str, text: &str) -> MessageRow {
+    let message_id = Uuid::new_v4();
+    MessageRow {
+        org_id: org,
+        channel: ChannelKind::Slack,
+        connection_id: connection,
+        message: InboxMessage {
+            customer_external_id: customer.to_owned(),
+            customer_name: Some(format!("Customer {customer}")),
+            text: text.to_owned(),
+            channel_message_id: id.to_owned(),
+            reply_to: json!({"channel": "D1"}),
+        },
+        message_id,
+        entry: json!({"role": "customer", "text": text, "message_id": message_id}),
+    }
+}
+
+fn draft_row(org: Uuid, stored: &StoredMessage, text: &str) -> DraftRow {
+    let draft_id = Uuid::new_v4();
+    DraftRow {
+        event_id: Uuid::new_v4(),
+        draft_id,
+        org_id: org,
+        conversation_id: stored.conversation_id,
+        message_id: stored.message_id,
+        body: text.to_owned(),
+        confidence: Some(0.5),
+        cost: Some(0.001),
+        fallback: false,
+        entry: json!({"role": "agent_draft", "text": text, "draft_id": draft_id}),
+    }
+}
+
+/// Twelve messages from six customers, sent at once: the first runs alone and the others
+/// gather into batches, each customer's two messages in two batches, in order. Each message,
+/// draft, history entry, queue item and event comes out as if the jobs had run one by one;
+/// an event stored again is recognised, and a row Postgres refuses fails alone.
+#[tokio::test]
+async fn batched_messages_and_drafts_come_out_as_if_run_alone() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let a = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
+    let (org, conns) = connections(&db, &a).await;
+    let slack: Uuid = conns[0].1.parse().unwrap();
+    let batches = Batches::start(db.pool().await, Duration::from_secs(30));
+
+    let rows: Vec<MessageRow> = (0..12)
+        .map(|i| {
+            let (customer, nth) = (i % 6, i / 6);
+            message_row(
+                org,
+                slack,
+                &format!("U{customer}"),
+                &format!("m{i}"),
+                &format!("c{customer} says {nth}"),
+            )
+        })
+        .collect();
+    let stored: Vec<StoredMessage> =
+        futures::future::join_all(rows.iter().cloned().map(|r| batches.store_message(r)))
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    for (i, s) in stored.iter().enumerate() {
+        assert!(s.inserted && s.drafted.is_none(), "row {i}");
+        assert_eq!(s.message_id, rows[i].message_id, "row {i} keeps its own id");
+        let earlier: Vec<&str> = s.bodies.iter().map(String::as_str).collect();
+        if i < 6 {
+            assert!(earlier.is_empty(), "row {i}: {earlier:?}");
+        } else {
+            let first = format!("c{} says 0", i % 6);
+            assert_eq!(
+                earlier,
+                [first.as_str()],
+                "row {i} sees its customer's first message"
+            );
+            assert_eq!(s.conversation_id, stored[i - 6].conversation_id);
+        }
+    }
+
+    // The same provider message in a new event, and a row whose connection does not exist
+    // (Postgres refuses it), in one batch with a good row.
+    let again = message_row(org, slack, "U0", "m0", "c0 says 0");
+    let mut refused = message_row(org, slack, "U7", "m70", "lost");
+    refused.connection_id = Uuid::new_v4();
+    let fresh = message_row(org, slack, "U8", "m80", "c8 says 0");
+    let second =
+        futures::future::join_all([again, refused, fresh].map(|r| batches.store_message(r))).await;
+    let again = second[0].as_ref().unwrap();
+    assert!(!again.inserted && again.message_id == stored[0].message_id);
+    assert!(
+        matches!(second[1], Err(JobError::Store(_))),
+        "{:?}",
+        second[1]
+    );
+    assert!(second[2].as_ref().unwrap().inserted);
+
+    let drafts: Vec<DraftRow> = stored
+        .iter()
+        .enumerate()
+        .map(|(i, s)| draft_row(org, s, &format!("draft {i}")))
+        .collect();
+    let done =
+        futures::future::join_all(drafts.iter().cloned().map(|d| batches.store_draft(d))).await;
+    assert!(done.iter().all(|d| matches!(d, Ok(true))), "{done:?}");
+    let mut repeat = drafts[3].clone();
+    repeat.draft_id = Uuid::new_v4();
+    assert!(
+        !batches.store_draft(repeat).await.unwrap(),
+        "one draft per message"
+    );
+
+    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 13);
+    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 12);
+    assert_eq!(count(&db, "SELECT count(*) FROM customers").await, 7);
+    let pool = db.pool().await;
+    let conversations: Vec<(String, Value, i32)> = sqlx::query_as(
+        "SELECT cu.external_id, c.agent_context -> 'history_summary', q.version
+         FROM conversations c JOIN customers cu ON cu.id = c.customer_id
+         JOIN expert_queue q ON q.conversation_id = c.id ORDER BY cu.external_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(conversations.len(), 6, "U8 has no draft, so no item");
+    for (customer, history, version) in conversations {
+        let n: usize = customer[1..].parse().unwrap();
+        let texts: Vec<&str> = history
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["text"].as_str())
+            .collect();
+        let said = |k| format!("c{n} says {k}");
+        let (d0, d1) = (format!("draft {n}"), format!("draft {}", n + 6));
+        assert_eq!(texts, [said(0).as_str(), &said(1), &d0, &d1], "{customer}");
+        assert_eq!(version, 2, "{customer}: created, then updated once");
+    }
+    let events: Vec<(String, i64)> =
+        sqlx::query_as("SELECT event, count(*) FROM event_outbox GROUP BY event ORDER BY event")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let events: Vec<(&str, i64)> = events.iter().map(|(e, n)| (e.as_str(), *n)).collect();
+    assert_eq!(
+        events,
+        [
+            ("message_created", 13),
+            ("queue_item_created", 6),
+            ("queue_item_updated", 6)
+        ]
+    );
+}
+
+/// A backlog accepted while no pod ran workers drains through the batched statements:
+/// every event gets one message and one draft, and each customer's conversation holds
+/// exactly its own messages, with one queue item advanced by each draft.
+#[tokio::test]
+async fn a_backlog_of_many_customers_drains_through_batches() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let prefix = random_prefix();
+    let accept = pod_with(
+        &db,
+        &redis_url(),
+        &prefix,
+        &agent.uri(),
+        &[("WORKER_CONCURRENCY", "0")],
+    )
+    .await;
+    let (_, conns) = connections(&db, &accept).await;
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    // Four messages each from eight customers, one customer's messages one after another.
+    for round in 0..4 {
+        let sends: Vec<_> = (0..8)
+            .map(|c| {
+                signing::slack(
+                    "slack-signing-secret",
+                    &format!("EvB{c}-{round}"),
+                    &format!("UB{c}"),
+                    &format!("1700000100.{c:03}{round:03}"),
+                    &format!("u{c} message {round}"),
+                )
+            })
+            .collect();
+        for (status, body) in
+            futures::future::join_all(sends.iter().map(|s| send(&accept, &path, s))).await
+        {
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"
+        )
+        .await,
+        32
+    );
+    let _workers = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+    assert_eq!(
+        wait_for_count(
+            &db,
+            "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL",
+            0
+        )
+        .await,
+        0
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 32);
+    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 32);
+    let pool = db.pool().await;
+    let histories: Vec<(String, Vec<String>, i32)> = sqlx::query_as(
+        "SELECT cu.external_id,
+                ARRAY(SELECT m.body FROM messages m WHERE m.conversation_id = c.id ORDER BY m.created_at, m.id),
+                q.version
+         FROM conversations c JOIN customers cu ON cu.id = c.customer_id
+         JOIN expert_queue q ON q.conversation_id = c.id ORDER BY cu.external_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(histories.len(), 8);
+    for (customer, bodies, version) in histories {
+        let mut sorted = bodies.clone();
+        sorted.sort();
+        let c = &customer[2..];
+        let want: Vec<String> = (0..4).map(|r| format!("u{c} message {r}")).collect();
+        assert_eq!(sorted, want, "{customer}");
+        assert_eq!(version, 4, "{customer}: one item, advanced by each draft");
+    }
+}

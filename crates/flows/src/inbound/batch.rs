@@ -1,0 +1,249 @@
+//! The job's statements, shared between the pod's concurrent jobs: a backlog drains with
+//! one claim and one draft statement for many events (see [`crate::coalesce`]). Each event
+//! keeps its own outcome: a batch that fails (a deadlock between two pods' batches, one
+//! event's bad data) is run again one event at a time, so one event's failure is its own.
+
+use super::{JobError, sql};
+use crate::coalesce::{Coalescer, Stopped};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use std::time::Duration;
+use switchboard_domain::ChannelKind;
+use switchboard_domain::jobs::InboxMessage;
+use switchboard_store::inbox::{self, InboundEvent};
+use switchboard_store::{PgPool, StoreError};
+use uuid::Uuid;
+
+/// Most events one batched statement carries: the pod's jobs run at most
+/// `WORKER_CONCURRENCY` at once, so this is reached only with a larger setting.
+pub const MAX_BATCH: usize = 64;
+
+/// A customer message to store, with what its statement writes besides.
+#[derive(Debug, Clone)]
+pub struct MessageRow {
+    /// Owning org.
+    pub org_id: Uuid,
+    /// The channel it arrived on.
+    pub channel: ChannelKind,
+    /// The connection it arrived on, which the reply will leave through.
+    pub connection_id: Uuid,
+    /// The message as the webhook normalised it.
+    pub message: InboxMessage,
+    /// The id the message gets if it is new.
+    pub message_id: Uuid,
+    /// Its entry in the conversation's history.
+    pub entry: Value,
+}
+
+/// What storing a customer message found and did.
+#[derive(Debug, sqlx::FromRow)]
+pub struct StoredMessage {
+    /// The customer's open conversation.
+    pub conversation_id: Uuid,
+    /// The new message, or the one an earlier run stored.
+    pub message_id: Uuid,
+    /// Whether the message is new.
+    pub inserted: bool,
+    /// The earlier message's draft, if it has one: its fallback flag.
+    pub drafted: Option<bool>,
+    /// The conversation's latest messages before this one, oldest first.
+    pub authors: Vec<String>,
+    /// Their texts.
+    pub bodies: Vec<String>,
+}
+
+/// A draft ready to store, with what its statement writes besides.
+#[derive(Debug, Clone)]
+pub struct DraftRow {
+    /// The inbox event it completes.
+    pub event_id: Uuid,
+    /// The new draft's id.
+    pub draft_id: Uuid,
+    /// Owning org.
+    pub org_id: Uuid,
+    /// The conversation whose history and queue item it updates.
+    pub conversation_id: Uuid,
+    /// The customer message it answers.
+    pub message_id: Uuid,
+    /// Reply text.
+    pub body: String,
+    /// The agent's confidence.
+    pub confidence: Option<f32>,
+    /// What the agent call cost.
+    pub cost: Option<f64>,
+    /// Whether this is the fallback text.
+    pub fallback: bool,
+    /// Its entry in the conversation's history.
+    pub entry: Value,
+}
+
+/// The pod's batched inbound statements; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Batches {
+    claims: Coalescer<Uuid, Result<Option<InboundEvent>, JobError>>,
+    messages: Coalescer<MessageRow, Result<StoredMessage, JobError>>,
+    drafts: Coalescer<DraftRow, Result<bool, JobError>>,
+}
+
+impl Batches {
+    /// Starts the batch tasks on the current runtime.
+    pub fn start(db: PgPool, lease: Duration) -> Self {
+        let (claim_db, message_db) = (db.clone(), db.clone());
+        Self {
+            claims: Coalescer::spawn(
+                MAX_BATCH,
+                |id: &Uuid| *id,
+                move |ids| claim(claim_db.clone(), ids, lease),
+            ),
+            messages: Coalescer::spawn(
+                MAX_BATCH,
+                |row: &MessageRow| {
+                    let customer = &row.message.customer_external_id;
+                    (row.org_id, row.channel, customer.clone())
+                },
+                move |rows| store_messages(message_db.clone(), rows),
+            ),
+            drafts: Coalescer::spawn(
+                MAX_BATCH,
+                |row: &DraftRow| row.conversation_id,
+                move |rows| store_drafts(db.clone(), rows),
+            ),
+        }
+    }
+
+    /// Takes the event for the lease (see [`inbox::claim`]).
+    pub async fn claim(&self, event_id: Uuid) -> Result<Option<InboundEvent>, JobError> {
+        self.claims.call(event_id).await?
+    }
+
+    /// Stores the customer message with its customer, conversation, history, reopened item
+    /// and events (see [`sql::STORE_MESSAGES`]).
+    pub async fn store_message(&self, row: MessageRow) -> Result<StoredMessage, JobError> {
+        self.messages.call(row).await?
+    }
+
+    /// Stores the draft with its queue item and completes its event; whether it was stored
+    /// now (`false`: another run stored this message's draft first, and the event is only
+    /// marked processed).
+    pub async fn store_draft(&self, row: DraftRow) -> Result<bool, JobError> {
+        self.drafts.call(row).await?
+    }
+}
+
+impl From<Stopped> for JobError {
+    fn from(_: Stopped) -> Self {
+        JobError::Stopped
+    }
+}
+
+async fn claim(
+    db: PgPool,
+    ids: Vec<Uuid>,
+    lease: Duration,
+) -> Vec<Result<Option<InboundEvent>, JobError>> {
+    each_on_failure(&ids, |ids| {
+        let db = db.clone();
+        Box::pin(async move {
+            let mut taken = inbox::claim_many(&db, ids, lease).await?;
+            Ok(ids
+                .iter()
+                .map(|id| {
+                    let at = taken.iter().position(|e| e.id == *id)?;
+                    Some(taken.swap_remove(at))
+                })
+                .collect())
+        })
+    })
+    .await
+}
+
+async fn store_messages(db: PgPool, rows: Vec<MessageRow>) -> Vec<Result<StoredMessage, JobError>> {
+    each_on_failure(&rows, |rows| {
+        let db = db.clone();
+        Box::pin(async move {
+            let uuids = |f: fn(&MessageRow) -> Uuid| rows.iter().map(f).collect::<Vec<_>>();
+            let texts = |f: fn(&MessageRow) -> &str| rows.iter().map(f).collect::<Vec<_>>();
+            Ok(sqlx::query_as(sql::STORE_MESSAGES.as_str())
+                .bind(uuids(|r| r.org_id))
+                .bind(texts(|r| r.channel.as_str()))
+                .bind(texts(|r| &r.message.customer_external_id))
+                .bind(
+                    rows.iter()
+                        .map(|r| r.message.customer_name.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(uuids(|r| r.connection_id))
+                .bind(texts(|r| &r.message.text))
+                .bind(texts(|r| &r.message.channel_message_id))
+                .bind(rows.iter().map(|r| &r.message.reply_to).collect::<Vec<_>>())
+                .bind(uuids(|r| r.message_id))
+                .bind(rows.iter().map(|r| &r.entry).collect::<Vec<_>>())
+                .bind(super::HISTORY_LEN)
+                .bind(super::RECENT_LEN as i64)
+                .fetch_all(&db)
+                .await?)
+        })
+    })
+    .await
+}
+
+async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<bool, JobError>> {
+    each_on_failure(&rows, |rows| {
+        let db = db.clone();
+        Box::pin(async move {
+            let column = |f: fn(&DraftRow) -> Uuid| rows.iter().map(f).collect::<Vec<_>>();
+            let stored: Vec<Uuid> = sqlx::query_scalar(sql::STORE_DRAFTS.as_str())
+                .bind(column(|r| r.draft_id))
+                .bind(column(|r| r.org_id))
+                .bind(column(|r| r.conversation_id))
+                .bind(column(|r| r.message_id))
+                .bind(rows.iter().map(|r| r.body.as_str()).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.confidence).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.cost).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.fallback).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| &r.entry).collect::<Vec<_>>())
+                .bind(super::HISTORY_LEN)
+                .bind(column(|r| r.event_id))
+                .fetch_all(&db)
+                .await?;
+            Ok(rows.iter().map(|r| stored.contains(&r.event_id)).collect())
+        })
+    })
+    .await
+}
+
+/// Runs `run` on the whole batch and, if that fails, on each item alone, so that every
+/// item gets its own outcome. `run` returns one answer per item, in order.
+async fn each_on_failure<T, A>(
+    items: &[T],
+    run: impl for<'a> Fn(&'a [T]) -> BoxFuture<'a, Result<Vec<A>, JobError>>,
+) -> Vec<Result<A, JobError>> {
+    if items.len() > 1 {
+        match run(items).await {
+            Ok(answers) if answers.len() == items.len() => {
+                return answers.into_iter().map(Ok).collect();
+            }
+            Ok(answers) => {
+                metrics::counter!("coalesced_batch_failures_total").increment(1);
+                tracing::warn!(
+                    answers = answers.len(),
+                    size = items.len(),
+                    "batch gave the wrong number of answers; running its events one by one"
+                );
+            }
+            Err(e) => {
+                metrics::counter!("coalesced_batch_failures_total").increment(1);
+                tracing::debug!(error = %e, size = items.len(), "batch failed; running its events one by one");
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        out.push(run(std::slice::from_ref(item)).await.and_then(|one| {
+            one.into_iter().next().ok_or_else(|| {
+                StoreError::Unexpected("a batch of one gave no answer".into()).into()
+            })
+        }));
+    }
+    out
+}
