@@ -231,8 +231,12 @@ impl Relay {
         // lock is only tried when something waits.
         // It also says whether numbered events wait unpublished (a relay died or its publish
         // failed), so the usual cycle skips looking for them.
+        // The outbox is looked at through its primary key, not with `EXISTS`: every row it
+        // ever held is deleted by the relay, and until vacuum a sequential scan reads all of
+        // them (1 180 pages, 4.5 ms, after a drain), while the index scan marks the dead
+        // entries it meets and skips them from then on (17 pages).
         let (leftovers, locked): (bool, Option<bool>) = sqlx::query_as(
-            "SELECT l, CASE WHEN l OR EXISTS (SELECT 1 FROM event_outbox)
+            "SELECT l, CASE WHEN l OR (SELECT id FROM event_outbox ORDER BY id LIMIT 1) IS NOT NULL
                             THEN pg_try_advisory_lock($1) END
              FROM (SELECT EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq) AS l) x",
         )

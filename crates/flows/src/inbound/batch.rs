@@ -2,6 +2,12 @@
 //! one claim and one draft statement for many events (see [`crate::coalesce`]). Each event
 //! keeps its own outcome: a batch that fails (a deadlock between two pods' batches, one
 //! event's bad data) is run again one event at a time, so one event's failure is its own.
+//!
+//! A job still takes its turn ([`crate::pressure`]) before handing in a statement, so while
+//! the pod is busy answering webhooks one job at a time reaches Postgres and its batches
+//! are of one. Taking the turn per batch instead drained a sustained 2 000 webhooks/s
+//! faster (111 s against 152 s) but let each turn carry dozens of events, and the webhooks'
+//! p99 went from 122 ms to 3.5 s.
 
 use super::{JobError, sql};
 use crate::coalesce::{Coalescer, Stopped};
