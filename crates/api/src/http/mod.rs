@@ -12,6 +12,7 @@ mod members;
 mod openapi;
 mod pagination;
 mod reports;
+mod socket_head;
 mod webhooks;
 
 use crate::error::ApiError;
@@ -75,6 +76,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(crate::timeouts::Limits::new(&state.config), crate::timeouts::limit))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(sockets)
+        .layer(axum::middleware::from_fn(socket_head::own_socket_request_head))
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::protection::protect))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(
