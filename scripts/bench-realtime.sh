@@ -19,6 +19,9 @@
 #        BENCH_EVENTS (200), BENCH_RATE (2)   webhooks per round, and per second (every
 #                                            webhook is 2 events x N sockets of frames for
 #                                            the one client process to parse: keep it low)
+#        BENCH_CLIENT_PROCS (1)              client processes the sockets are spread over
+#                                            (one parses every frame of a 10 000-socket
+#                                            fan-out alone and becomes the bottleneck)
 #        BENCH_WEBHOOK_TARGET (pod-2)        pod-1 | pod-2 | lb: where webhooks are POSTed
 #        BENCH_CONNECT_CONCURRENCY (200)     handshakes in flight while connecting
 #        BENCH_RESTART_PODS (1)              restart the pods before each round, so each RSS
@@ -199,7 +202,7 @@ for n in $SOCKET_COUNTS; do
   log "Round N=$n: $n sockets ($((n / 2)) per pod), $EVENTS webhooks at $RATE/s to $TARGET"
   if ! SIO_RUN="$RUN" SIO_PODS="http://127.0.0.1:${POD_PORTS[0]},http://127.0.0.1:${POD_PORTS[1]}" \
     SIO_POD_PIDS="$(pid_of "$(pod_pidfile 1)"),$(pid_of "$(pod_pidfile 2)")" \
-    SIO_SOCKETS="$n" SIO_TOKEN="$token" SIO_CONCURRENCY="$CONCURRENCY" \
+    SIO_SOCKETS="$n" SIO_TOKEN="$token" SIO_CONCURRENCY="$CONCURRENCY" SIO_PROCS="${BENCH_CLIENT_PROCS:-1}" \
     SIO_WEBHOOK_URL="$WEBHOOK_URL" SIO_SIGNING_SECRET="$SLACK_SECRET" SIO_EVENTS="$EVENTS" \
     SIO_RATE="$RATE" SIO_SETTLE_S="$SETTLE" SIO_GEN="$ROOT/scripts/bench/gen-slack.py" \
     SIO_TMP="$BENCH" SIO_ORG_ID="$ORG_ID" SIO_NODE_DIR="$NODE_DIR" \

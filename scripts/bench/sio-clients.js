@@ -30,7 +30,7 @@
 const fs = require('fs');
 const http = require('http');
 const path = require('path');
-const { execFile, execFileSync } = require('child_process');
+const { execFile, execFileSync, fork } = require('child_process');
 const { performance, monitorEventLoopDelay } = require('perf_hooks');
 
 const { io } = require(require.resolve('socket.io-client', { paths: [process.env.SIO_NODE_DIR || __dirname] }));
@@ -58,10 +58,21 @@ const TMP = env('SIO_TMP');
 const DATABASE_URL = env('DATABASE_URL');
 const ORG_ID = env('SIO_ORG_ID');
 const CONNECT_TIMEOUT_MS = Number(env('SIO_CONNECT_TIMEOUT_MS', '60000'));
+// SIO_PROCS > 1 spreads the sockets over that many processes, so that parsing every frame
+// of a fan-out is not one process's work: this one (the main process) holds the first
+// slice, sends the webhooks and reports; the others (SIO_ROLE=listener, SIO_SLICE=k) hold
+// theirs and send what their sockets received to the main one every 250 ms. Times cross
+// processes as performance.timeOrigin + performance.now(), the same clock on one machine.
+const PROCS = Math.max(1, Number(env('SIO_PROCS', '1')));
+const ROLE = process.env.SIO_ROLE || 'main';
+const SLICE = Number(process.env.SIO_SLICE || '0');
+const LO = Math.floor((SLICE * N) / PROCS);
+const HI = Math.floor(((SLICE + 1) * N) / PROCS);
+const CONCURRENCY_HERE = Math.max(1, Math.ceil(CONCURRENCY / PROCS));
 
 const now = () => performance.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const log = (msg) => process.stderr.write(`[sio-clients N=${N}] ${msg}\n`);
+const log = (msg) => process.stderr.write(`[sio-clients N=${N}${process.env.SIO_SLICE ? ` slice ${process.env.SIO_SLICE}` : ''}] ${msg}\n`);
 const round = (x, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Number(x.toFixed(d)));
 
 function pct(values, p) {
@@ -152,6 +163,34 @@ function receive(kind, id, name, socketIndex, pod) {
   if (t > r.lastByPod[pod]) r.lastByPod[pod] = t;
 }
 
+// What the listener processes last reported, per process: key -> record with absolute times.
+const remote = new Map();
+const toAbs = (t) => (Number.isFinite(t) ? performance.timeOrigin + t : null);
+const fromAbs = (t, none) => (t === null ? none : t - performance.timeOrigin);
+// An event instance as every process saw it: counts summed, first and last arrivals merged.
+function merged(key) {
+  const parts = [records.get(key), ...[...remote.values()].map((m) => m.get(key))].filter(Boolean);
+  if (parts.length === 0) return undefined;
+  const r = {
+    name: parts[0].name,
+    unique: 0,
+    uniqueByPod: new Array(PODS.length).fill(0),
+    dups: 0,
+    firstByPod: new Array(PODS.length).fill(Infinity),
+    lastByPod: new Array(PODS.length).fill(-Infinity),
+  };
+  for (const x of parts) {
+    r.unique += x.unique;
+    r.dups += x.dups;
+    for (let p = 0; p < PODS.length; p++) {
+      r.uniqueByPod[p] += x.uniqueByPod[p];
+      r.firstByPod[p] = Math.min(r.firstByPod[p], x.firstByPod[p]);
+      r.lastByPod[p] = Math.max(r.lastByPod[p], x.lastByPod[p]);
+    }
+  }
+  return r;
+}
+
 // --- phase 1: connect -------------------------------------------------------------------------
 const sockets = new Array(N);
 const podOf = (i) => i % PODS.length;
@@ -196,6 +235,7 @@ function connectOne(i) {
   });
 }
 let stopping = false;
+const remoteConnectedByPod = PODS.map(() => 0);
 // The sockets that did connect, in all and per pod: an event is "everywhere" when each of
 // them has it.
 let target = N;
@@ -204,11 +244,11 @@ let targetByPod = perPod.slice();
 async function connectAll() {
   const handshakes = [];
   let failed = 0;
-  let next = 0;
+  let next = LO;
   const start = now();
   let lastProgress = start;
   async function worker() {
-    while (next < N) {
+    while (next < HI) {
       const i = next++;
       const r = await connectOne(i);
       if (r.ok) handshakes.push(r.ms);
@@ -219,7 +259,7 @@ async function connectAll() {
       }
     }
   }
-  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, N) }, worker));
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY_HERE, HI - LO) }, worker));
   return { totalMs: now() - start, handshakes, failed };
 }
 
@@ -322,8 +362,8 @@ async function runWebhooks() {
     }
     if (mapped.size === wanted.size) {
       complete = [...mapped.values()].every((m) => {
-        const a = records.get(`m|${m.messageId}`);
-        const b = records.get(`q|${m.conversationId}`);
+        const a = merged(`m|${m.messageId}`);
+        const b = merged(`q|${m.conversationId}`);
         return a && b && a.unique === target && b.unique === target;
       });
       if (complete) break;
@@ -354,7 +394,7 @@ async function runWebhooks() {
       ['message_created', m && `m|${m.messageId}`],
       ['queue_item', m && `q|${m.conversationId}`],
     ]) {
-      const r = key && records.get(key);
+      const r = key && merged(key);
       if (!r) {
         missing[label]++;
         continue;
@@ -400,7 +440,8 @@ async function runWebhooks() {
     events_with_no_delivery: missing,
     events_missing_some_sockets: partial,
     duplicate_deliveries: dups,
-    frames_received: receivedFrames,
+    frames_received: receivedFrames + [...remoteFrames.values()].reduce((a, b) => a + b, 0),
+    client_processes: PROCS,
     client_event_loop_delay_ms: {
       p50: round(loop.percentile(50) / 1e6),
       p99: round(loop.percentile(99) / 1e6),
@@ -421,24 +462,108 @@ async function runWebhooks() {
   };
 }
 
+// --- several client processes -----------------------------------------------------------------
+const children = [];
+const childConnected = [];
+const remoteFrames = new Map();
+function startListeners() {
+  for (let k = 1; k < PROCS; k++) {
+    const child = fork(__filename, [], {
+      env: { ...process.env, SIO_ROLE: 'listener', SIO_SLICE: String(k) },
+      execArgv: process.execArgv,
+    });
+    children.push(child);
+    childConnected.push(
+      new Promise((resolve, reject) => {
+        child.on('message', (m) => {
+          if (m.type === 'connected') resolve(m);
+          if (m.type !== 'records') return;
+          remoteFrames.set(k, m.frames);
+          const got = new Map();
+          for (const [key, x] of m.records) {
+            got.set(key, {
+              ...x,
+              firstByPod: x.firstByPod.map((t) => fromAbs(t, Infinity)),
+              lastByPod: x.lastByPod.map((t) => fromAbs(t, -Infinity)),
+            });
+          }
+          remote.set(k, got);
+        });
+        child.on('exit', (code) => reject(new Error(`client process ${k} exited (${code})`)));
+      }),
+    );
+  }
+}
+
+// A listener process: connects its slice, then reports what its sockets receive until told
+// to stop (or until the main process goes away).
+async function listener() {
+  process.on('disconnect', () => process.exit(0));
+  const c = await connectAll();
+  const connectedByPod = PODS.map(() => 0);
+  for (let i = LO; i < HI; i++) if (sockets[i] && sockets[i].connected) connectedByPod[podOf(i)]++;
+  recording = true;
+  process.send({
+    type: 'connected',
+    connectedByPod,
+    failed: c.failed,
+    handshakes: c.handshakes,
+    errors: connectErrors,
+  });
+  const report = () =>
+    process.send({
+      type: 'records',
+      frames: receivedFrames,
+      records: [...records].map(([key, r]) => [
+        key,
+        {
+          name: r.name,
+          unique: r.unique,
+          uniqueByPod: r.uniqueByPod,
+          dups: r.dups,
+          firstByPod: r.firstByPod.map(toAbs),
+          lastByPod: r.lastByPod.map(toAbs),
+        },
+      ]),
+    });
+  const timer = setInterval(report, 250);
+  process.on('message', async (m) => {
+    if (m.type !== 'stop') return;
+    clearInterval(timer);
+    stopping = true;
+    for (const s of sockets) if (s) s.disconnect();
+    await sleep(500);
+    process.exit(0);
+  });
+}
+
 // --- main -----------------------------------------------------------------------------------
-(async () => {
+(ROLE === 'listener' ? listener() : (async () => {
   const rssBefore = PIDS.map(rssKiB);
   const cpuBefore = PIDS.map(cpuSeconds);
   const busyBefore = machineBusySeconds();
   const clientCpuBefore = process.cpuUsage();
   const loadavg = fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);
-  log(`connecting ${N} sockets to ${PODS.join(' + ')} (${CONCURRENCY} handshakes in flight)`);
+  log(`connecting ${N} sockets to ${PODS.join(' + ')} (${CONCURRENCY} handshakes in flight, ${PROCS} client processes)`);
+  startListeners();
   const c = await connectAll();
+  for (const o of await Promise.all(childConnected)) {
+    c.failed += o.failed;
+    c.handshakes.push(...o.handshakes);
+    for (const [msg, n] of Object.entries(o.errors)) connectErrors[msg] = (connectErrors[msg] || 0) + n;
+    o.connectedByPod.forEach((n, p) => (remoteConnectedByPod[p] += n));
+  }
   const cpuConnect = PIDS.map((pid, p) => cpuSeconds(pid) - cpuBefore[p]);
   const busyConnect = machineBusySeconds() - busyBefore;
   const clientCpuConnect = process.cpuUsage(clientCpuBefore);
   await sleep(2000); // let the pods settle (buffers, allocator) before reading RSS
   const rssAfter = PIDS.map(rssKiB);
   const gauges = await Promise.all(PODS.map((u) => metricsGauge(u, 'realtime_connected_sockets')));
-  const connected = sockets.filter((s) => s && s.connected).length;
+  targetByPod = PODS.map(
+    (_, p) => sockets.filter((s, i) => s && s.connected && podOf(i) === p).length + remoteConnectedByPod[p],
+  );
+  const connected = targetByPod.reduce((a, b) => a + b, 0);
   target = connected;
-  targetByPod = PODS.map((_, p) => sockets.filter((s, i) => s && s.connected && podOf(i) === p).length);
   emit({
     phase: 'connect',
     connected,
@@ -490,10 +615,11 @@ async function runWebhooks() {
     });
   }
   stopping = true;
+  for (const child of children) child.send({ type: 'stop' });
   for (const s of sockets) if (s) s.disconnect();
   await sleep(1000);
   process.exit(0);
-})().catch((e) => {
+})()).catch((e) => {
   log(`failed: ${e.stack || e}`);
   process.exit(1);
 });
