@@ -55,15 +55,22 @@ impl StoreError {
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed
             | sqlx::Error::Protocol(_) => true,
-            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-                // 08: connection exception; 57P0x: shutdown, crash, cannot connect now;
-                // 53300: too many connections; 40001/40P01: retry the transaction.
-                code.starts_with("08")
-                    || code.starts_with("57P")
-                    || matches!(code.as_ref(), "53300" | "40001" | "40P01")
-            }),
+            sqlx::Error::Database(db) => {
+                db.code().is_some_and(|code| {
+                    // 08: connection exception; 57P0x: shutdown, crash, cannot connect now;
+                    // 53300: too many connections.
+                    code.starts_with("08") || code.starts_with("57P") || code.as_ref() == "53300"
+                }) || self.is_transaction_retry()
+            }
             _ => false,
         }
+    }
+
+    /// Whether Postgres gave up on the transaction for another's sake (`40001`
+    /// serialization failure, `40P01` deadlock): the same work may succeed when run again.
+    pub fn is_transaction_retry(&self) -> bool {
+        matches!(self, StoreError::Sqlx(sqlx::Error::Database(db))
+            if db.code().is_some_and(|code| matches!(code.as_ref(), "40001" | "40P01")))
     }
 
     /// Whether Postgres refused the data of a row (a NUL byte in text, an invalid escape in

@@ -159,17 +159,9 @@ pub fn strip_nul_str(s: &str) -> Cow<'_, str> {
     }
 }
 
-/// Takes the event for `lease` if it is unprocessed and nobody holds it (one atomic
-/// transition); `None` when it is processed, held by another worker, or gone.
-pub async fn claim<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    id: Uuid,
-    lease: Duration,
-) -> Result<Option<InboundEvent>, StoreError> {
-    Ok(claim_many(db, &[id], lease).await?.pop())
-}
-
-/// [`claim`] for many events in one statement: the events it took, in no particular order.
+/// Takes each event for `lease` if it is unprocessed and nobody holds it (one atomic
+/// transition, one statement for all of them); returns the events it took, in no particular
+/// order: an event left out is processed, held by another worker, or gone.
 pub async fn claim_many<'e>(
     db: impl sqlx::PgExecutor<'e>,
     ids: &[Uuid],

@@ -249,3 +249,28 @@ async fn a_backlog_of_many_customers_drains_through_batches() {
         assert_eq!(version, 4, "{customer}: one item, advanced by each draft");
     }
 }
+
+/// With Postgres away, a batch fails as a whole: its events share that one error instead of
+/// each trying again alone.
+#[tokio::test]
+async fn a_batch_fails_at_once_while_postgres_is_away() {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(300))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let batches = Batches::start(pool, Duration::from_secs(30));
+    let claims: Vec<_> = (0..5).map(|_| batches.claim(Uuid::new_v4())).collect();
+    let outcomes = futures::future::join_all(claims).await;
+    let unavailable = |o: &Result<_, JobError>| match o {
+        Err(JobError::Store(e)) => e.is_unavailable(),
+        Err(JobError::Batch(e)) => e.is_unavailable(),
+        _ => false,
+    };
+    assert!(outcomes.iter().all(unavailable), "{outcomes:?}");
+    // At most the first claim ran alone; the others shared a batch and its one error.
+    let shared = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(JobError::Batch(_))))
+        .count();
+    assert!(shared >= outcomes.len() - 1, "{outcomes:?}");
+}

@@ -13,6 +13,7 @@ use super::{JobError, sql};
 use crate::coalesce::{Coalescer, Stopped};
 use futures::future::BoxFuture;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::InboxMessage;
@@ -117,7 +118,7 @@ impl Batches {
         }
     }
 
-    /// Takes the event for the lease (see [`inbox::claim`]).
+    /// Takes the event for the lease (see [`inbox::claim_many`]).
     pub async fn claim(&self, event_id: Uuid) -> Result<Option<InboundEvent>, JobError> {
         self.claims.call(event_id).await?
     }
@@ -218,8 +219,11 @@ async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<bool, JobEr
     .await
 }
 
-/// Runs `run` on the whole batch and, if that fails, on each item alone, so that every
-/// item gets its own outcome. `run` returns one answer per item, in order.
+/// Runs `run` on the whole batch and, if that fails on something about its events (one
+/// event's data, a deadlock with another pod's batch), on each event alone, so that every
+/// event gets its own outcome. When Postgres itself is away, every event gets that error at
+/// once rather than one more failing round trip each. `run` returns one answer per item, in
+/// order.
 async fn each_on_failure<T, A>(
     items: &[T],
     run: impl for<'a> Fn(&'a [T]) -> BoxFuture<'a, Result<Vec<A>, JobError>>,
@@ -236,6 +240,13 @@ async fn each_on_failure<T, A>(
                     size = items.len(),
                     "batch gave the wrong number of answers; running its events one by one"
                 );
+            }
+            Err(JobError::Store(e)) if e.is_unavailable() && !e.is_transaction_retry() => {
+                let e = Arc::new(e);
+                return items
+                    .iter()
+                    .map(|_| Err(JobError::Batch(e.clone())))
+                    .collect();
             }
             Err(e) => {
                 metrics::counter!("coalesced_batch_failures_total").increment(1);

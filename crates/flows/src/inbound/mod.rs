@@ -63,6 +63,10 @@ pub enum JobError {
     /// The email's body could not be fetched from Resend yet.
     #[error("could not fetch the email body: {0}")]
     EmailBody(#[source] FetchError),
+    /// The batch this event's statement ran in failed as a whole, because Postgres was
+    /// away; shared by every event of that batch.
+    #[error("storage failed for the whole batch: {0}")]
+    Batch(#[source] std::sync::Arc<StoreError>),
     /// The pod's statement batching has stopped (the pod is going down).
     #[error("the inbound statement batching has stopped")]
     Stopped,
