@@ -15,7 +15,8 @@
 #
 # Usage: scripts/bench-release.sh   (brings the stack up with dev-up if needed)
 # Env:   BENCH_ITEMS (2000)  items per run;  BENCH_RATE (200)  releases per second
-#        BENCH_RUNS (3);     BENCH_WARMUP (RATE x 3) releases before each run, not measured
+#        BENCH_RUNS (3);     BENCH_WARMUP (RATE x 3) releases just before each run's, on the
+#        same schedule and client connections, not measured
 #        SB_SKIP_BUILD=1 reuses target/release/switchboard (dev-up)
 #        BENCH_BASELINE_BIN  a baseline binary to alternate with (see above)
 # Output: JSON lines on stdout and appended to .dev/bench/release-results.jsonl.
@@ -79,9 +80,9 @@ restart_pods_on() {
 }
 
 # Inserts $2 fresh pending items tagged $1 (customer, conversation, inbound message, draft)
-# and releases them at RATE; prints the client's JSON line.
-release_fresh() {
-  local tag=$1 items=$2
+# and writes their ids to file $3.
+seed_items() {
+  local tag=$1 items=$2 file=$3
   psql_dev "
     WITH cu AS (
       INSERT INTO customers (org_id, channel, external_id, display_name)
@@ -96,12 +97,21 @@ release_fresh() {
              jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
       FROM conv RETURNING conversation_id)
     INSERT INTO expert_queue (org_id, conversation_id, draft_body, draft_confidence)
-    SELECT '$ORG_ID', conversation_id, 'It ships tomorrow.', 0.8 FROM msg" >/dev/null
-  psql_dev "SELECT q.id FROM expert_queue q JOIN conversations c ON c.id = q.conversation_id
-            JOIN customers cu ON cu.id = c.customer_id
-            WHERE cu.external_id LIKE '$tag-%' AND q.status = 'pending'" >"$BENCH/release-items.txt"
+    SELECT '$ORG_ID', conversation_id, 'It ships tomorrow.', 0.8 FROM msg RETURNING id" >"$file"
+}
+
+# Seeds WARMUP + ITEMS fresh items for run $1 and releases them at RATE from one client
+# process: the warm-up items first (unmeasured), then the measured ones on the same
+# schedule and connections; prints the client's JSON line.
+release_fresh() {
+  local tag=$1 warm_file=""
+  if [ "$WARMUP" -gt 0 ]; then
+    warm_file="$BENCH/release-warm-items.txt"
+    seed_items "warm-$tag" "$WARMUP" "$warm_file"
+  fi
+  seed_items "$tag" "$ITEMS" "$BENCH/release-items.txt"
   node "$NODE_DIR/release.js" "http://127.0.0.1:${POD_PORTS[0]}" "http://127.0.0.1:${POD_PORTS[1]}" \
-    "$TOKEN" "$RATE" "$BENCH/release-items.txt"
+    "$TOKEN" "$RATE" "$BENCH/release-items.txt" $warm_file
 }
 
 plan=()
@@ -118,11 +128,9 @@ for step in "${plan[@]}"; do
     log "run $run on the $build build"
   fi
   # Pods just (re)started open their Postgres connections and prepare their statements on
-  # first use: a warm-up at the same rate takes that out of the measured run.
-  if [ "$WARMUP" -gt 0 ]; then
-    log "warm-up: $(release_fresh "bench-$RUN_ID-$build-$run-warm" "$WARMUP")"
-  fi
-  line="$(release_fresh "bench-$RUN_ID-$build-$run" "$ITEMS")"
+  # first use, and the client opens its connections: the warm-up releases at the same rate,
+  # in the same client process, take both out of the measured run.
+  line="$(release_fresh "bench-$RUN_ID-$build-$run")"
   line="$(node -e 'const r=JSON.parse(process.argv[1]); r.run=+process.argv[2]; r.run_id=process.argv[3]; r.build=process.argv[4]; console.log(JSON.stringify(r))' "$line" "$run" "$RUN_ID" "$build")"
   echo "$line" | tee -a "$OUT"
   results+=("$line")

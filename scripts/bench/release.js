@@ -4,14 +4,20 @@
 // Idempotency-Key. For every release it records the HTTP latency, and the time from the
 // request's start to `agent_message_sent` for that item on the socket of the OTHER pod (the
 // event crosses pods through Postgres, the relay and Redis).
-// Usage: node release.js POD1_URL POD2_URL TOKEN RATE ITEMS_FILE  -> one JSON line on stdout
+// With WARM_FILE, its items are released first on the same schedule and the same connections,
+// unmeasured, so the measured run starts on a warm client (open connections, compiled code)
+// as well as warm pods, and the load does not pause between the two.
+// Usage: node release.js POD1_URL POD2_URL TOKEN RATE ITEMS_FILE [WARM_FILE]
+//        -> one JSON line on stdout
 const { io } = require("socket.io-client");
 const fs = require("fs");
 const crypto = require("crypto");
 
-const [pod1, pod2, token, rateArg, itemsFile] = process.argv.slice(2);
+const [pod1, pod2, token, rateArg, itemsFile, warmFile] = process.argv.slice(2);
 const rate = Number(rateArg);
-const items = fs.readFileSync(itemsFile, "utf8").split("\n").filter(Boolean);
+const readItems = (file) => fs.readFileSync(file, "utf8").split("\n").filter(Boolean);
+const items = readItems(itemsFile);
+const warm = warmFile ? readItems(warmFile) : [];
 const pods = [pod1, pod2];
 
 function connect(url) {
@@ -37,33 +43,39 @@ function pct(values, p) {
       const s = started.get(data.queue_item_id);
       if (s && s.pod !== i && s.cross === undefined) {
         s.cross = performance.now() - s.t0;
-        crossPod.push(s.cross);
+        if (s.measured) crossPod.push(s.cross);
       }
     });
   });
   const http = [];
   let errors = 0;
+  let warmErrors = 0;
   const interval = 1000 / rate;
-  const t0 = performance.now();
-  const inflight = items.map(
+  const start = performance.now();
+  const measured = new Set(items);
+  // The measured run's clock starts where its first release is due, after the warm-up's.
+  const t0 = start + warm.length * interval;
+  const inflight = [...warm, ...items].map(
     (item, n) =>
       new Promise((resolve) => {
-        const due = t0 + n * interval;
+        const due = start + n * interval;
         setTimeout(async () => {
           const pod = n % 2;
           const begin = performance.now();
-          started.set(item, { t0: begin, pod });
+          const isMeasured = measured.has(item);
+          started.set(item, { t0: begin, pod, measured: isMeasured });
+          const fail = () => (isMeasured ? (errors += 1) : (warmErrors += 1));
           try {
             const r = await fetch(`${pods[pod]}/expert-queue/${item}/release`, {
               method: "POST",
               headers: { authorization: `Bearer ${token}`, "idempotency-key": crypto.randomUUID() },
             });
             await r.arrayBuffer();
-            if (r.status !== 200) errors += 1;
+            if (r.status !== 200) fail();
             // Latency from when the request was due: a late start counts (no coordinated omission).
-            http.push(performance.now() - due);
+            if (isMeasured) http.push(performance.now() - due);
           } catch (e) {
-            errors += 1;
+            fail();
           }
           resolve();
         }, Math.max(0, due - performance.now()));
@@ -82,6 +94,8 @@ function pct(values, p) {
       rate,
       achieved_rate: +(items.length / sendSeconds).toFixed(1),
       errors,
+      warmup_releases: warm.length,
+      warmup_errors: warmErrors,
       http_p50_ms: +pct(http, 50).toFixed(1),
       http_p99_ms: +pct(http, 99).toFixed(1),
       socket_events: crossPod.length,
