@@ -19,9 +19,12 @@
 #        BENCH_EVENTS (200), BENCH_RATE (2)   webhooks per round, and per second (every
 #                                            webhook is 2 events x N sockets of frames for
 #                                            the one client process to parse: keep it low)
+#        BENCH_CLIENT (rust)                 rust | node: what holds the sockets. rust:
+#                                            sb-sio-listen (crates/loadgen), one thread per
+#                                            client process; node: socket.io-client, which
+#                                            spends 200-300 ms of a core parsing one event's
+#                                            10 000 frames on the pods' own two cores
 #        BENCH_CLIENT_PROCS (1)              client processes the sockets are spread over
-#                                            (one parses every frame of a 10 000-socket
-#                                            fan-out alone and becomes the bottleneck)
 #        BENCH_WEBHOOK_TARGET (pod-2)        pod-1 | pod-2 | lb: where webhooks are POSTed
 #        BENCH_CONNECT_CONCURRENCY (200)     handshakes in flight while connecting
 #        BENCH_RESTART_PODS (1)              restart the pods before each round, so each RSS
@@ -31,7 +34,8 @@
 #        BENCH_SETTLE_S (60)                 wait at most this long after the last webhook
 #        BENCH_NOFILE (65536)                open-file limit to ask for (soft and hard)
 #        BENCH_ROLE (expert)                 expert | admin: whose token the sockets use
-#        SB_SKIP_BUILD=1                     reuse target/release/switchboard (dev-up)
+#        SB_SKIP_BUILD=1                     reuse target/release/switchboard (dev-up) and
+#                                            target/release/sb-sio-listen
 # Output: JSON lines on stdout and appended to .dev/bench/realtime-results.jsonl (each line
 # carries the run id), then a short summary; per-webhook timings of the last round of each N
 # in .dev/bench/realtime-N-events.jsonl.
@@ -52,12 +56,15 @@ RESTART="${BENCH_RESTART_PODS:-1}"
 SETTLE="${BENCH_SETTLE_S:-60}"
 NOFILE="${BENCH_NOFILE:-65536}"
 ROLE="${BENCH_ROLE:-expert}"
+CLIENT="${BENCH_CLIENT:-rust}"
+LISTENER_BIN=""
 BENCH="$DEV/bench"
 NODE_DIR="$BENCH/realtime"
 OUT="$BENCH/realtime-results.jsonl"
 RUN="$(date -u +%Y%m%dT%H%M%SZ)"
 
 case "$ROLE" in expert | admin) ;; *) die "BENCH_ROLE must be expert or admin" ;; esac
+case "$CLIENT" in rust | node) ;; *) die "BENCH_CLIENT must be rust or node" ;; esac
 case "$TARGET" in pod-1 | pod-2 | lb) ;; *) die "BENCH_WEBHOOK_TARGET must be pod-1, pod-2 or lb" ;; esac
 
 # --- open files: the client holds N sockets, each pod N/2 -----------------------------------
@@ -84,6 +91,14 @@ if ! cmp -s scripts/bench/package.json "$NODE_DIR/package.json" ||
   log "Installing the Socket.IO client into ${NODE_DIR#"$ROOT"/}"
   cp scripts/bench/package.json "$NODE_DIR/package.json"
   (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund --no-package-lock >/dev/null)
+fi
+
+if [ "$CLIENT" = rust ]; then
+  LISTENER_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/sb-sio-listen"
+  if [ "${SB_SKIP_BUILD:-0}" != 1 ] || [ ! -x "$LISTENER_BIN" ]; then
+    log "Building sb-sio-listen"
+    cargo build --release -q -p switchboard-loadgen --bin sb-sio-listen
+  fi
 fi
 
 # --- the stack -------------------------------------------------------------------------------
@@ -163,7 +178,7 @@ emit_line() { printf '%s\n' "$1" | tee -a "$OUT"; }
 
 emit_line "$(python3 - "$RUN" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   "$(stat -c %y "$BIN" 2>/dev/null || echo unknown)" "$SOCKET_COUNTS" "$EVENTS" "$RATE" "$TARGET" \
-  "$WEBHOOK_URL" "$CONCURRENCY" "$RESTART" "$(ulimit -n)" "$(nproc)" "$(node --version)" <<'PY'
+  "$WEBHOOK_URL" "$CONCURRENCY" "$RESTART" "$(ulimit -n)" "$(nproc)" "$(node --version)" "$CLIENT" "${BENCH_CLIENT_PROCS:-1}" <<'PY'
 import json, sys
 a = sys.argv[1:]
 print(json.dumps({"bench": "realtime", "run": a[0], "phase": "meta", "git_head": a[1],
@@ -171,7 +186,8 @@ print(json.dumps({"bench": "realtime", "run": a[0], "phase": "meta", "git_head":
                   "events": int(a[4]), "rate_per_s": float(a[5]), "webhook_target": a[6],
                   "webhook_url": a[7], "connect_concurrency": int(a[8]),
                   "restart_pods_each_round": a[9] == "1", "client_nofile": a[10],
-                  "cpus": int(a[11]), "node": a[12]}))
+                  "cpus": int(a[11]), "node": a[12], "client": a[13],
+                  "client_processes": int(a[14])}))
 PY
 )"
 
@@ -203,6 +219,7 @@ for n in $SOCKET_COUNTS; do
   if ! SIO_RUN="$RUN" SIO_PODS="http://127.0.0.1:${POD_PORTS[0]},http://127.0.0.1:${POD_PORTS[1]}" \
     SIO_POD_PIDS="$(pid_of "$(pod_pidfile 1)"),$(pid_of "$(pod_pidfile 2)")" \
     SIO_SOCKETS="$n" SIO_TOKEN="$token" SIO_CONCURRENCY="$CONCURRENCY" SIO_PROCS="${BENCH_CLIENT_PROCS:-1}" \
+    SIO_LISTENER_BIN="$LISTENER_BIN" \
     SIO_WEBHOOK_URL="$WEBHOOK_URL" SIO_SIGNING_SECRET="$SLACK_SECRET" SIO_EVENTS="$EVENTS" \
     SIO_RATE="$RATE" SIO_SETTLE_S="$SETTLE" SIO_GEN="$ROOT/scripts/bench/gen-slack.py" \
     SIO_TMP="$BENCH" SIO_ORG_ID="$ORG_ID" SIO_NODE_DIR="$NODE_DIR" \

@@ -30,7 +30,8 @@
 const fs = require('fs');
 const http = require('http');
 const path = require('path');
-const { execFile, execFileSync, fork } = require('child_process');
+const { execFile, execFileSync, fork, spawn } = require('child_process');
+const readline = require('readline');
 const { performance, monitorEventLoopDelay } = require('perf_hooks');
 
 const { io } = require(require.resolve('socket.io-client', { paths: [process.env.SIO_NODE_DIR || __dirname] }));
@@ -63,11 +64,15 @@ const CONNECT_TIMEOUT_MS = Number(env('SIO_CONNECT_TIMEOUT_MS', '60000'));
 // slice, sends the webhooks and reports; the others (SIO_ROLE=listener, SIO_SLICE=k) hold
 // theirs and send what their sockets received to the main one every 250 ms. Times cross
 // processes as performance.timeOrigin + performance.now(), the same clock on one machine.
+// With SIO_LISTENER_BIN (target/release/sb-sio-listen) every slice is held by that program
+// instead, which speaks the same report protocol on its stdout at a fraction of Node's CPU
+// per frame; the main process then holds no socket and only sends and reports.
 const PROCS = Math.max(1, Number(env('SIO_PROCS', '1')));
+const LISTENER_BIN = process.env.SIO_LISTENER_BIN || '';
 const ROLE = process.env.SIO_ROLE || 'main';
 const SLICE = Number(process.env.SIO_SLICE || '0');
-const LO = Math.floor((SLICE * N) / PROCS);
-const HI = Math.floor(((SLICE + 1) * N) / PROCS);
+const LO = LISTENER_BIN && ROLE === 'main' ? 0 : Math.floor((SLICE * N) / PROCS);
+const HI = LISTENER_BIN && ROLE === 'main' ? 0 : Math.floor(((SLICE + 1) * N) / PROCS);
 const CONCURRENCY_HERE = Math.max(1, Math.ceil(CONCURRENCY / PROCS));
 
 const now = () => performance.now();
@@ -316,6 +321,8 @@ async function runWebhooks() {
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   const cpu0 = PIDS.map(cpuSeconds);
+  const listenerCpu = () => children.reduce((a, c) => a + cpuSeconds(c.child.pid), 0);
+  const listenerCpu0 = listenerCpu();
   const clientCpu0 = process.cpuUsage();
   const busy0 = machineBusySeconds();
   const start = now();
@@ -373,6 +380,7 @@ async function runWebhooks() {
   loop.disable();
   const cpu1 = PIDS.map(cpuSeconds);
   const clientCpu = process.cpuUsage(clientCpu0);
+  const listenersCpu = listenerCpu() - listenerCpu0;
   const busy = machineBusySeconds() - busy0;
   const elapsed = (now() - start) / 1000;
 
@@ -442,6 +450,7 @@ async function runWebhooks() {
     duplicate_deliveries: dups,
     frames_received: receivedFrames + [...remoteFrames.values()].reduce((a, b) => a + b, 0),
     client_processes: PROCS,
+    client_program: LISTENER_BIN ? 'sb-sio-listen' : 'node socket.io-client',
     client_event_loop_delay_ms: {
       p50: round(loop.percentile(50) / 1e6),
       p99: round(loop.percentile(99) / 1e6),
@@ -453,9 +462,10 @@ async function runWebhooks() {
       wall: round(elapsed, 1),
       machine_busy: round(busy, 1),
       client: round((clientCpu.user + clientCpu.system) / 1e6, 1),
+      client_listener_processes: round(listenersCpu, 1),
       ...Object.fromEntries(PODS.map((u, p) => [u, round(cpu1[p] - cpu0[p], 1)])),
       other: round(
-        busy - (clientCpu.user + clientCpu.system) / 1e6 - PODS.reduce((a, _, p) => a + cpu1[p] - cpu0[p], 0),
+        busy - (clientCpu.user + clientCpu.system) / 1e6 - listenersCpu - PODS.reduce((a, _, p) => a + cpu1[p] - cpu0[p], 0),
         1,
       ),
     },
@@ -466,29 +476,41 @@ async function runWebhooks() {
 const children = [];
 const childConnected = [];
 const remoteFrames = new Map();
-function startListeners() {
-  for (let k = 1; k < PROCS; k++) {
-    const child = fork(__filename, [], {
-      env: { ...process.env, SIO_ROLE: 'listener', SIO_SLICE: String(k) },
-      execArgv: process.execArgv,
+// Sockets of sb-sio-listen processes that closed before the end.
+const remoteDisconnects = new Map();
+// A listener's messages (`connected` once, then `records` every 250 ms), whether it is a
+// forked Node process (IPC) or sb-sio-listen (JSON lines on its stdout).
+function onListenerMessage(k, m, resolve) {
+  if (m.type === 'connected') resolve(m);
+  if (m.type !== 'records') return;
+  remoteFrames.set(k, m.frames);
+  if (m.disconnects !== undefined) remoteDisconnects.set(k, m.disconnects);
+  const got = new Map();
+  for (const [key, x] of m.records) {
+    got.set(key, {
+      ...x,
+      firstByPod: x.firstByPod.map((t) => fromAbs(t, Infinity)),
+      lastByPod: x.lastByPod.map((t) => fromAbs(t, -Infinity)),
     });
-    children.push(child);
+  }
+  remote.set(k, got);
+}
+function startListeners() {
+  const first = LISTENER_BIN ? 0 : 1;
+  for (let k = first; k < PROCS; k++) {
+    const env = { ...process.env, SIO_ROLE: 'listener', SIO_SLICE: String(k) };
+    const child = LISTENER_BIN
+      ? spawn(LISTENER_BIN, [], { env, stdio: ['pipe', 'pipe', 'inherit'] })
+      : fork(__filename, [], { env, execArgv: process.execArgv });
+    const stop = LISTENER_BIN ? () => child.stdin.end('stop\n') : () => child.send({ type: 'stop' });
+    children.push({ child, stop });
     childConnected.push(
       new Promise((resolve, reject) => {
-        child.on('message', (m) => {
-          if (m.type === 'connected') resolve(m);
-          if (m.type !== 'records') return;
-          remoteFrames.set(k, m.frames);
-          const got = new Map();
-          for (const [key, x] of m.records) {
-            got.set(key, {
-              ...x,
-              firstByPod: x.firstByPod.map((t) => fromAbs(t, Infinity)),
-              lastByPod: x.lastByPod.map((t) => fromAbs(t, -Infinity)),
-            });
-          }
-          remote.set(k, got);
-        });
+        if (LISTENER_BIN) {
+          readline.createInterface({ input: child.stdout }).on('line', (line) => onListenerMessage(k + 1, JSON.parse(line), resolve));
+        } else {
+          child.on('message', (m) => onListenerMessage(k, m, resolve));
+        }
         child.on('exit', (code) => reject(new Error(`client process ${k} exited (${code})`)));
       }),
     );
@@ -545,9 +567,13 @@ async function listener() {
   const clientCpuBefore = process.cpuUsage();
   const loadavg = fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);
   log(`connecting ${N} sockets to ${PODS.join(' + ')} (${CONCURRENCY} handshakes in flight, ${PROCS} client processes)`);
+  const connectStart = now();
   startListeners();
   const c = await connectAll();
-  for (const o of await Promise.all(childConnected)) {
+  const others = await Promise.all(childConnected);
+  // Until every process has its slice connected, not only this one.
+  c.totalMs = now() - connectStart;
+  for (const o of others) {
     c.failed += o.failed;
     c.handshakes.push(...o.handshakes);
     for (const [msg, n] of Object.entries(o.errors)) connectErrors[msg] = (connectErrors[msg] || 0) + n;
@@ -608,14 +634,14 @@ async function listener() {
     emit({
       phase: 'latency',
       measured_from: 'webhook HTTP 200 at the sender',
-      unexpected_disconnects: unexpectedDisconnects,
+      unexpected_disconnects: unexpectedDisconnects + [...remoteDisconnects.values()].reduce((a, b) => a + b, 0),
       disconnect_reasons: disconnectReasons,
       rss_after_webhooks_kib: Object.fromEntries(PODS.map((u, p) => [u, rssKiB(PIDS[p])])),
       ...w,
     });
   }
   stopping = true;
-  for (const child of children) child.send({ type: 'stop' });
+  for (const c of children) c.stop();
   for (const s of sockets) if (s) s.disconnect();
   await sleep(1000);
   process.exit(0);
