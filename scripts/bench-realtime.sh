@@ -245,8 +245,14 @@ print(f"Realtime benchmark {sys.argv[2]} (HEAD {meta.get('git_head')}, {meta.get
 def ms(s, k):
     v = (s or {}).get(k)
     return "-" if v is None else f"{v:.0f}" if v >= 100 else f"{v:.1f}"
-for n in meta.get("socket_counts", []):
-    by = {r["phase"]: r for r in rows if r.get("sockets") == n}
+# One group per round, in order: each starts at its "round" line.
+rounds = []
+for r in rows:
+    if r["phase"] == "round":
+        rounds.append((r["sockets"], {}))
+    elif rounds and r.get("sockets") == rounds[-1][0]:
+        rounds[-1][1][r["phase"]] = r
+for n, by in rounds:
     if "error" in by or "connect" not in by:
         print(f"  N={n}: failed")
         continue
