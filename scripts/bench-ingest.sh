@@ -24,8 +24,10 @@
 #                rig (HAProxy + sb-loadgen), which share the same two cores
 #
 # By default the pods run without workers (BENCH_WORKERS=0): the accept path alone, as the
-# baselines have no workers either. BENCH_WORKERS=1 measures the whole product (the pods
-# process what they accept) and waits for Switchboard's inbox to drain after every probe.
+# baselines have no workers either; what a probe accepted (every side's stored events,
+# queue entries and dedup keys) is removed after it, so no probe runs against the backlog
+# of the ones before. BENCH_WORKERS=1 measures the whole product (the pods process what
+# they accept) and waits for Switchboard's inbox to drain after every probe.
 #
 # Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
 # Env:   BENCH_ROUNDS (3), BENCH_TARGET_MS (50), BENCH_START (1000), BENCH_STEPS (3),
@@ -167,12 +169,30 @@ service_of() {
   esac
 }
 
+# Between probes every side starts from the same small state.
 # With workers on, Switchboard keeps working after it answers: wait until its inbox is
 # drained so that no probe of any side runs while it still uses the CPU.
+# Without workers nothing consumes what a probe accepted, so each probe would otherwise run
+# against everything every earlier probe left: a million queued events by the third round,
+# in Postgres (the inbox and its indexes, far past `shared_buffers`) and in Redis (queues,
+# dedup keys). That is no state a server with workers reaches, and it weighs on later
+# probes and on the durable sides most. So what the accept path stored is removed instead,
+# for every side alike: Switchboard's inbox rows, inbound queue and dedup keys; the
+# baselines' table, BullMQ queue and dedup keys.
 drain() {
-  [ "$WORKERS" = 1 ] || return 0
-  while [ "$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")" -gt 0 ]; do
-    sleep 1
+  if [ "$WORKERS" = 1 ]; then
+    while [ "$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")" -gt 0 ]; do
+      sleep 1
+    done
+    return 0
+  fi
+  psql_dev "TRUNCATE inbound_events" >/dev/null
+  psql_dev "TRUNCATE baseline_inbound_events" node_baseline >/dev/null 2>&1 || true
+  local pattern
+  for pattern in 'sb:dedup:*' 'sb:queue:channel-inbound:*' 'dedup:slack:*' 'bull:channel-inbound:*'; do
+    # The pods' worker registrations stay: only what the accepted events created goes.
+    redis-cli -p "$REDIS_PORT" --scan --pattern "$pattern" | { grep -v ':workers' || true; } |
+      xargs -r -n 1000 redis-cli -p "$REDIS_PORT" unlink >/dev/null
   done
 }
 
