@@ -3,7 +3,7 @@
 
 use super::process;
 use crate::Deps;
-use crate::queue::supervise;
+use crate::queue::spawn_supervised_workers;
 use apalis::prelude::*;
 use std::time::Duration;
 use switchboard_domain::jobs::OutboundJob;
@@ -36,23 +36,7 @@ pub fn spawn_workers(
     tracker: &TaskTracker,
 ) {
     let queue = deps.outbound.clone();
-    supervise(
-        queue.queue_ref(),
-        identity,
-        token,
-        tracker,
-        move |name, stop| {
-            WorkerBuilder::new(name)
-                .backend(queue.backend())
-                .data(deps.clone())
-                .concurrency(concurrency.max(1))
-                .build(handle)
-                .run_until(async move {
-                    stop.cancelled().await;
-                    Ok::<(), WorkerError>(())
-                })
-        },
-    );
+    spawn_supervised_workers!(queue, handle, deps, identity, concurrency, token, tracker);
 }
 
 /// Pushes the row's job to run after `wait`. apalis-redis schedules in whole seconds,

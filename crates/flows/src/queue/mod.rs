@@ -23,6 +23,7 @@
 mod supervise;
 mod wake;
 
+pub(crate) use supervise::spawn_supervised_workers;
 pub use supervise::supervise;
 use wake::Announcer;
 
@@ -235,24 +236,7 @@ impl InboundQueue {
         token: CancellationToken,
         tracker: &TaskTracker,
     ) {
-        let queue = self.clone();
-        supervise(
-            self.queue_ref(),
-            identity,
-            token,
-            tracker,
-            move |name, stop| {
-                WorkerBuilder::new(name)
-                    .backend(queue.backend())
-                    .data(deps.clone())
-                    .concurrency(concurrency.max(1))
-                    .build(handle)
-                    .run_until(async move {
-                        stop.cancelled().await;
-                        Ok::<(), WorkerError>(())
-                    })
-            },
-        );
+        spawn_supervised_workers!(self, handle, deps, identity, concurrency, token, tracker);
     }
 }
 

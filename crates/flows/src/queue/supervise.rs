@@ -43,3 +43,35 @@ pub fn supervise<F, Fut>(
         }
     });
 }
+
+/// Starts the supervised workers of `queue` that run `handle` for each job, `concurrency` jobs
+/// at a time, until `token` is cancelled; then they finish the jobs they hold.
+///
+/// A macro rather than a generic function: apalis's `build` takes the handler through
+/// bounds over the backend, the service and the job context that a generic function would
+/// have to spell out in full. Needs `apalis::prelude::*` in scope where it is used.
+macro_rules! spawn_supervised_workers {
+    ($queue:expr, $handle:expr, $deps:expr, $identity:expr, $concurrency:expr, $token:expr, $tracker:expr $(,)?) => {{
+        let queue = $queue.clone();
+        let deps = $deps;
+        let concurrency: usize = $concurrency;
+        $crate::queue::supervise(
+            queue.queue_ref(),
+            $identity,
+            $token,
+            $tracker,
+            move |name, stop| {
+                WorkerBuilder::new(name)
+                    .backend(queue.backend())
+                    .data(deps.clone())
+                    .concurrency(concurrency.max(1))
+                    .build($handle)
+                    .run_until(async move {
+                        stop.cancelled().await;
+                        Ok::<(), WorkerError>(())
+                    })
+            },
+        );
+    }};
+}
+pub(crate) use spawn_supervised_workers;
