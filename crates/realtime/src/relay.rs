@@ -377,13 +377,14 @@ impl Relay {
         // next cycle publishes from there, repeating these, rather than skip them.
         // Committed without waiting for the WAL flush: the mark lost to a crash only makes
         // the next relay publish those events again, which the `seq` lets clients drop.
-        sqlx::query(
-            "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+        sqlx::query(concat!(
+            switchboard_store::async_commit!(),
+            "
              UPDATE org_event_seq s SET published_seq = GREATEST(s.published_seq, t.last)
              FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[]) AS t(org_id, first, last),
                   async_commit
-             WHERE s.org_id = t.org_id AND s.published_seq >= t.first - 1",
-        )
+             WHERE s.org_id = t.org_id AND s.published_seq >= t.first - 1"
+        ))
         .bind(&orgs)
         .bind(&firsts)
         .bind(&lasts)

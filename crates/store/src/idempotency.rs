@@ -46,8 +46,9 @@ pub async fn claim(
     // The claim commits without waiting for its WAL flush (`set_config` is local to this one-statement transaction): the
     // request's own transaction flushes it when it commits, and a claim lost to a crash
     // before that only frees a key whose request left no effect.
-    let claimed: Option<bool> = sqlx::query_scalar(
-        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+    let claimed: Option<bool> = sqlx::query_scalar(concat!(
+        crate::async_commit!(),
+        "
          INSERT INTO idempotency_keys (org_id, user_id, key, request_hash, locked_until)
          SELECT $1, $2, $3, $4, now() + make_interval(secs => $5 / 1000) FROM async_commit
          ON CONFLICT (org_id, user_id, key) DO UPDATE
@@ -56,8 +57,8 @@ pub async fn claim(
            WHERE idempotency_keys.response_status IS NULL
              AND idempotency_keys.locked_until < now()
              AND idempotency_keys.request_hash = EXCLUDED.request_hash
-         RETURNING true",
-    )
+         RETURNING true"
+    ))
     .bind(key.org_id)
     .bind(key.user_id)
     .bind(key.key)

@@ -178,13 +178,15 @@ pub async fn claim_many<'e>(
 /// plan. It commits without waiting for the WAL flush: a claim lost to a crash only leaves
 /// the event unclaimed, and what the job commits after it (synchronously, at the latest with
 /// the draft) flushes the log up to and including the claim.
-pub const CLAIM: &str =
-    "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+pub const CLAIM: &str = concat!(
+    crate::async_commit!(),
+    "
      UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
      FROM async_commit
      WHERE id = ANY($1::uuid[]) AND processed_at IS NULL AND parked_at IS NULL
        AND (locked_until IS NULL OR locked_until < now())
-     RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at";
+     RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at"
+);
 
 /// Extends the lease of an event that is still being processed.
 pub async fn renew(pool: &PgPool, id: Uuid, lease: Duration) -> Result<(), StoreError> {

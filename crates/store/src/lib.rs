@@ -27,6 +27,18 @@ pub mod users;
 pub use error::StoreError;
 pub use sqlx::PgPool;
 
+/// The opening of a one-statement transaction that commits without waiting for its WAL
+/// flush: a CTE named `async_commit` that the statement must reference (`FROM async_commit`)
+/// so that it runs. `set_config(…, true)` lasts only for that statement's own transaction.
+/// For writes whose loss in a crash is harmless and that a later durable commit flushes
+/// anyway (each use says why); `concat!(async_commit!(), "…")` keeps the statement a literal.
+#[macro_export]
+macro_rules! async_commit {
+    () => {
+        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))"
+    };
+}
+
 use secrecy::ExposeSecret;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

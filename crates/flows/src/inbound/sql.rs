@@ -48,7 +48,7 @@ fn history_append(context: &str, entry: &str, keep: &str) -> String {
 /// and bodies, oldest first).
 pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true)),
+        "{async_commit},
          input AS (
            SELECT t.org_id, t.channel::channel_kind AS channel, t.external_id, t.display_name,
                   t.connection_id, t.body, t.channel_message_id, t.reply_to, t.message_id,
@@ -143,6 +143,7 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
             "$11"
         ),
         item = QUEUE_ITEM_PAYLOAD_SQL,
+        async_commit = switchboard_store::async_commit!(),
     )
 });
 
