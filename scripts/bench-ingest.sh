@@ -179,7 +179,7 @@ service_of() {
 # probes and on the durable sides most. So what the accept path stored is removed instead,
 # for every side alike: Switchboard's inbox rows, inbound queue and dedup keys; the
 # baselines' table, BullMQ queue and dedup keys.
-drain() {
+between_probes() {
   if [ "$WORKERS" = 1 ]; then
     while [ "$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")" -gt 0 ]; do
       sleep 1
@@ -207,7 +207,7 @@ d = json.load(sys.stdin)
 d.update(target='$side', round=$round, kind='probe',
          passed=d['errors'] == 0 and d['p99_ms'] is not None and d['p99_ms'] <= $TARGET_MS)
 print(json.dumps(d))" | tee -a "$OUT"
-  drain
+  between_probes
   sleep 2
 }
 last_passed() { tail -n 1 "$OUT" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["passed"] else 1)'; }
@@ -228,7 +228,7 @@ capacity() {
   local side=$1 round=$2 lo=0 hi=0 rate=$START_RATE mid
   "$LOADGEN" --url "$(url_of "$side")" --secret "$(secret_of "$side")" --rate "$((START_RATE / 2))" \
     --seconds 5 --conns "$CONNS" >/dev/null
-  drain
+  between_probes
   sleep 2
   while [ "$rate" -le "$MAX_RATE" ]; do
     log "round $round, $side: $rate/s"
@@ -278,7 +278,7 @@ report.update(kind="closed", target=side, round=rnd,
               rig_cpu_us_per_req=us_per_req(["haproxy", "sb-loadgen"]))
 print(json.dumps(report))
 PY
-  drain
+  between_probes
   sleep 2
 }
 
@@ -300,7 +300,7 @@ if [ -n "${BENCH_LIMITER:-}" ]; then
   exit 0
 fi
 
-drain
+between_probes
 for round in $(seq "$ROUNDS"); do
   for side in $SIDES; do
     capacity "$side" "$round"

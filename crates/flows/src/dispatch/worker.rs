@@ -35,8 +35,15 @@ pub fn spawn_workers(
     token: CancellationToken,
     tracker: &TaskTracker,
 ) {
-    let queue = deps.outbound.clone();
-    spawn_supervised_workers!(queue, handle, deps, identity, concurrency, token, tracker);
+    spawn_supervised_workers!(
+        deps.outbound,
+        handle,
+        deps,
+        identity,
+        concurrency,
+        token,
+        tracker
+    );
 }
 
 /// Pushes the row's job to run after `wait`. apalis-redis schedules in whole seconds,
