@@ -16,7 +16,9 @@ sb_pg_bindir() {
   local dir
   if command -v initdb >/dev/null 2>&1; then
     dirname "$(command -v initdb)"
-    return
+    # An explicit 0: a bare return in an EXIT trap returns the status the script is exiting
+    # with, and the cleanup (under set -e) would stop before stopping Postgres.
+    return 0
   fi
   dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   if [ -z "$dir" ] || [ ! -x "$dir/initdb" ]; then
@@ -41,7 +43,7 @@ sb_free_port() {
     port=$(( (RANDOM % 22000) + 10000 ))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
-      return
+      return 0
     fi
   done
 }
@@ -56,6 +58,12 @@ sb_as_pg_user() {
   fi
 }
 
+# sb_pg_opts DATADIR PORT: the server options sb_start_postgres starts the cluster with
+# (SB_PG_OPTS included), for a restart with the same ones.
+sb_pg_opts() {
+  echo "-p $2 -k $1 -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${SB_PG_OPTS:-}"
+}
+
 # sb_start_postgres DATADIR PORT LOGFILE: initialises (once) and starts a throwaway cluster.
 # SB_PG_OPTS adds server options, e.g. "-c shared_preload_libraries=pg_stat_statements" to
 # see which statements a benchmark runs.
@@ -68,8 +76,7 @@ sb_start_postgres() {
     sb_as_pg_user "$bindir/initdb" -D "$datadir" -A trust -U postgres --no-sync >/dev/null
   fi
   sb_as_pg_user "$bindir/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
-    -o "-p $port -k $datadir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${SB_PG_OPTS:-}" \
-    start >/dev/null
+    -o "$(sb_pg_opts "$datadir" "$port")" start >/dev/null
 }
 
 # sb_stop_postgres DATADIR

@@ -37,6 +37,24 @@ pub enum Violation {
         /// What is wrong with it.
         problem: &'static str,
     },
+    /// A Postgres or Redis connection in production that may be plaintext or unverified
+    /// without having been asked for.
+    WeakTls {
+        /// The variable that says it explicitly.
+        setting: &'static str,
+        /// What the configuration does instead.
+        problem: &'static str,
+    },
+    /// pool × pods exceeds `DB_MAX_CONNECTIONS`, the service's declared budget (behind a
+    /// pooler, where the server's own `max_connections` says nothing about it).
+    DeclaredBudget {
+        /// `DB_POOL_SIZE`.
+        pool: u32,
+        /// `EXPECTED_PODS`.
+        pods: u32,
+        /// `DB_MAX_CONNECTIONS`.
+        max: u32,
+    },
     /// pool × pods exceeds 80 % of Postgres `max_connections`.
     ConnectionBudget {
         /// `DB_POOL_SIZE`.
@@ -68,6 +86,15 @@ impl fmt::Display for Violation {
             Violation::PublicBaseUrl { problem } => write!(
                 f,
                 "PUBLIC_BASE_URL must be the https address providers reach in production ({problem})"
+            ),
+            Violation::WeakTls { setting, problem } => write!(
+                f,
+                "{problem}: in production set {setting}=verify, or {setting}=require / {setting}=off explicitly"
+            ),
+            Violation::DeclaredBudget { pool, pods, max } => write!(
+                f,
+                "connection budget exceeded: DB_POOL_SIZE {pool} x EXPECTED_PODS {pods} = {} > DB_MAX_CONNECTIONS {max}",
+                u64::from(*pool) * u64::from(*pods),
             ),
             Violation::ConnectionBudget {
                 pool,
@@ -138,6 +165,7 @@ impl Config {
         if let Some(problem) = public_url_problem(&self.public_base_url) {
             out.push(Violation::PublicBaseUrl { problem });
         }
+        out.extend(self.plaintext_problem());
         out
     }
 
@@ -150,6 +178,18 @@ impl Config {
             pool: self.db_pool_size,
             pods: self.expected_pods,
             max_connections,
+        })
+    }
+
+    /// The AA9 budget against `DB_MAX_CONNECTIONS`, when it is set: the whole of it is the
+    /// service's (a pooler reserves nothing else out of it). `None` when it is unset or holds.
+    pub fn declared_budget_violation(&self) -> Option<Violation> {
+        let max = self.db_max_connections?;
+        let wanted = u64::from(self.db_pool_size) * u64::from(self.expected_pods);
+        (wanted > u64::from(max)).then_some(Violation::DeclaredBudget {
+            pool: self.db_pool_size,
+            pods: self.expected_pods,
+            max,
         })
     }
 
@@ -189,7 +229,7 @@ mod tests {
         let mut vars: HashMap<String, String> = [
             ("APP_ENV", "production"),
             ("DATABASE_URL", "postgres://localhost/db"),
-            ("REDIS_URL", "redis://localhost"),
+            ("REDIS_URL", "rediss://localhost"),
             ("JWT_SECRET", STRONG),
             ("MASTER_ENCRYPTION_KEY", KEY),
             ("SENTRY_DSN", "https://key@sentry.example/1"),
@@ -272,6 +312,43 @@ mod tests {
         assert_eq!(c.connection_budget_violation(100), None);
         let v = c.connection_budget_violation(99).expect("80 > 79");
         assert!(v.to_string().contains("max_connections 99"));
+    }
+
+    #[test]
+    fn a_declared_budget_replaces_the_servers() {
+        let c = production(&[
+            ("DB_POOL_SIZE", Some("40")),
+            ("EXPECTED_PODS", Some("3")),
+            ("DB_MAX_CONNECTIONS", Some("100")),
+        ]);
+        let v = c.declared_budget_violation().expect("120 > 100");
+        assert!(v.to_string().contains("DB_MAX_CONNECTIONS 100"), "{v}");
+        let fits = production(&[
+            ("DB_POOL_SIZE", Some("40")),
+            ("DB_MAX_CONNECTIONS", Some("80")),
+        ]);
+        assert_eq!(fits.declared_budget_violation(), None);
+        assert_eq!(production(&[]).declared_budget_violation(), None);
+    }
+
+    #[test]
+    fn production_wants_tls_asked_for() {
+        let v = production(&[("REDIS_URL", Some("redis://cache"))]).static_violations();
+        assert!(
+            matches!(
+                v.as_slice(),
+                [Violation::WeakTls {
+                    setting: "REDIS_TLS",
+                    ..
+                }]
+            ),
+            "{v:?}"
+        );
+        let ok = production(&[
+            ("REDIS_URL", Some("redis://cache")),
+            ("REDIS_TLS", Some("off")),
+        ]);
+        assert!(ok.static_violations().is_empty());
     }
 
     #[test]

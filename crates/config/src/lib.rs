@@ -10,11 +10,13 @@ mod invariants;
 mod load;
 mod rate;
 mod redact;
+mod tls;
 
 pub use invariants::Violation;
 pub use load::{ConfigError, load, load_from};
 pub use rate::{RateSpec, parse_rate};
 pub use redact::redact_url;
+pub use tls::{PgTls, PoolerMode, RedisTls, TlsMode};
 
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -75,11 +77,35 @@ pub struct Config {
     pub bind_addr: IpAddr,
     /// `PORT` (0 picks a free port, used by tests).
     pub port: u16,
-    /// `DATABASE_URL`.
+    /// `DATABASE_URL`: what the pods' pool connects to (a pooler such as RDS Proxy or
+    /// PgBouncer, or Postgres itself).
     pub database_url: SecretString,
+    /// `DATABASE_DIRECT_URL`: Postgres itself, for work that needs a whole session
+    /// (`switchboard migrate` takes a session lock). Default: `DATABASE_URL`.
+    #[serde(default)]
+    pub database_direct_url: Option<SecretString>,
+    /// `DATABASE_TLS`; unset: the URL's `sslmode`, or `verify` in production.
+    #[serde(default)]
+    pub database_tls: Option<TlsMode>,
+    /// `DATABASE_TLS_CA`: a PEM bundle (RDS's, say) trusted besides the system roots.
+    #[serde(default)]
+    pub database_tls_ca: Option<std::path::PathBuf>,
+    /// `DATABASE_POOLER`: `transaction` when a transaction-mode pooler is in front.
+    #[serde(default)]
+    pub database_pooler: PoolerMode,
+    /// `DB_MAX_CONNECTIONS`: the connections this service may hold on the server side (a
+    /// pooler's budget for it); used instead of `SHOW max_connections` for AA9 when set.
+    #[serde(default)]
+    pub db_max_connections: Option<u32>,
     /// `REDIS_URL`; required in production (no silent in-memory fallback).
     #[serde(default)]
     pub redis_url: Option<SecretString>,
+    /// `REDIS_TLS`; unset: follows the URL's scheme (`rediss://` verifies).
+    #[serde(default)]
+    pub redis_tls: Option<TlsMode>,
+    /// `REDIS_TLS_CA`: a PEM bundle trusted besides the system roots.
+    #[serde(default)]
+    pub redis_tls_ca: Option<std::path::PathBuf>,
     /// Every Redis key this pod writes starts with `{redis_prefix}:` (`REDIS_PREFIX`).
     pub redis_prefix: String,
     /// HS256 signing secret for login tokens (`JWT_SECRET`).

@@ -16,7 +16,14 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("bind_addr", Kind::Verbatim),
     ("port", Kind::Parsed),
     ("database_url", Kind::Verbatim),
+    ("database_direct_url", Kind::Verbatim),
+    ("database_tls", Kind::Verbatim),
+    ("database_tls_ca", Kind::Verbatim),
+    ("database_pooler", Kind::Verbatim),
+    ("db_max_connections", Kind::Parsed),
     ("redis_url", Kind::Verbatim),
+    ("redis_tls", Kind::Verbatim),
+    ("redis_tls_ca", Kind::Verbatim),
     ("redis_prefix", Kind::Verbatim),
     ("jwt_secret", Kind::Verbatim),
     ("jwt_ttl_secs", Kind::Parsed),
@@ -99,6 +106,7 @@ const ENV_TABLES: &[(&str, &str, &[&str])] = &[
 /// Secrets that may be passed by reference as `{NAME}_FILE`.
 const SECRET_KEYS: &[&str] = &[
     "database_url",
+    "database_direct_url",
     "redis_url",
     "jwt_secret",
     "master_encryption_key",
@@ -291,6 +299,12 @@ impl Config {
                 "SCHEDULER_LEASE_MS must be at least 300".into(),
             ));
         }
+        if self.db_max_connections == Some(0) {
+            return Err(ConfigError::Invalid(
+                "DB_MAX_CONNECTIONS must be at least 1".into(),
+            ));
+        }
+        self.check_tls()?;
         if self.app_env != AppEnv::Production && self.redis_prefix.is_empty() {
             return Err(ConfigError::Invalid(
                 "REDIS_PREFIX must not be empty".into(),

@@ -8,10 +8,14 @@ pub mod breaker;
 pub mod dedup;
 pub mod gcra;
 pub mod subscription;
+mod tls;
+
+pub use tls::{client, client_for_url};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_config::RedisTls;
 
 /// Errors from Redis coordination.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +23,56 @@ pub enum CoordError {
     /// The URL does not parse.
     #[error("REDIS_URL is not a valid Redis URL")]
     InvalidUrl,
+    /// `REDIS_TLS_CA` could not be read.
+    #[error("REDIS_TLS_CA names {path}, which cannot be read: {source}")]
+    CaFile {
+        /// The path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TLS settings that need a `rediss://` URL were given a plaintext one.
+    #[error("REDIS_TLS needs a rediss:// REDIS_URL")]
+    TlsNeedsRediss,
     /// A command failed (connection lost, timeout, server error).
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
+}
+
+impl CoordError {
+    /// The setting that most likely fixes this failure, for `/ready`.
+    pub fn setting(&self) -> Option<&'static str> {
+        let CoordError::Redis(e) = self else {
+            return Some("REDIS_TLS_CA");
+        };
+        let text = e.to_string().to_ascii_lowercase();
+        if text.contains("unknownissuer") || text.contains("unknown issuer") {
+            Some("REDIS_TLS_CA")
+        } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake")
+        {
+            Some("REDIS_TLS")
+        } else if e.is_connection_refusal() || e.is_timeout() || e.is_io_error() {
+            Some("REDIS_URL")
+        } else {
+            None
+        }
+    }
+
+    /// One line naming the setting to change, for logs.
+    pub fn explain(&self) -> String {
+        match self.setting() {
+            Some("REDIS_TLS_CA") => format!(
+                "Redis's TLS certificate is not trusted: set REDIS_TLS_CA to the CA bundle that signed it ({self})"
+            ),
+            Some("REDIS_TLS") => format!(
+                "the TLS handshake with Redis failed: check REDIS_TLS and REDIS_TLS_CA, and that the server speaks TLS on that port ({self})"
+            ),
+            Some(_) => {
+                format!("Redis did not answer: check the host and port in REDIS_URL ({self})")
+            }
+            None => self.to_string(),
+        }
+    }
 }
 
 /// The pod's Redis handle: a cheap-to-clone, self-reconnecting connection plus the key prefix.
@@ -44,8 +95,8 @@ impl Redis {
     /// Creates the handle without connecting: the first command connects, and a lost
     /// connection is re-established on the next command. So a pod starts while Redis is
     /// briefly away, and `/ready` says so.
-    pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, CoordError> {
-        let client = redis::Client::open(url).map_err(|_| CoordError::InvalidUrl)?;
+    pub fn connect_lazy(url: &str, tls: &RedisTls, prefix: &str) -> Result<Self, CoordError> {
+        let client = client_for_url(url, tls)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(Duration::from_secs(2)))

@@ -19,7 +19,6 @@ pub mod inbound;
 pub mod inbox_retention;
 pub mod intake;
 pub mod jobs;
-pub mod lease;
 pub mod outbox_sweeper;
 pub mod pressure;
 pub mod queue;

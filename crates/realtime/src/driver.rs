@@ -15,6 +15,7 @@ pub use socketioxide_redis::drivers::{ChanItem, Driver, MessageStream};
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
+use switchboard_config::RedisTls;
 use tokio::sync::mpsc;
 
 type Handlers = Arc<RwLock<HashMap<String, mpsc::Sender<ChanItem>>>>;
@@ -41,13 +42,13 @@ impl PubSubDriver {
     /// A lazy driver for `url`: nothing connects until the first command, so a pod starts
     /// while Redis is away. The protocol is forced to RESP3 (pushes on a shared connection
     /// need it), whatever the URL says.
-    pub fn new(url: &str) -> Result<Self, RedisError> {
+    pub fn new(url: &str, tls: &RedisTls) -> Result<Self, crate::RealtimeError> {
         let info = url.into_connection_info()?;
         let resp3 = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(resp3))?;
+        let client = switchboard_coord::client(info.set_redis_settings(resp3), tls)?;
         let handlers: Handlers = Arc::default();
         let routes = handlers.clone();
         let config = ConnectionManagerConfig::new()

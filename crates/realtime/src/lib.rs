@@ -44,6 +44,9 @@ pub enum RealtimeError {
     /// The adapter could not start.
     #[error("realtime: the Socket.IO adapter did not start: {0}")]
     Adapter(String),
+    /// The client could not be built with the TLS settings.
+    #[error("realtime: {0}")]
+    Client(#[from] switchboard_coord::CoordError),
 }
 
 /// What realtime needs from the pod's configuration.
@@ -51,6 +54,8 @@ pub enum RealtimeError {
 pub struct Settings {
     /// `REDIS_URL`; RESP3 is forced for the adapter's connection.
     pub redis_url: String,
+    /// `REDIS_TLS` / `REDIS_TLS_CA` as they apply to `redis_url`.
+    pub redis_tls: switchboard_config::RedisTls,
     /// `REDIS_PREFIX`: the adapter's channels are `{prefix}:{sio}-…`, so deployments (and
     /// parallel tests) sharing a Redis never see each other's events, and the `{sio}` hash
     /// tag keeps every channel in one cluster slot (sharded pub/sub re-subscribes them in
@@ -68,9 +73,10 @@ pub struct Settings {
 
 impl Settings {
     /// The settings of a pod with `config`, whose `REDIS_URL` is `redis_url`.
-    pub fn new(config: &Config, redis_url: &str) -> Self {
+    pub fn new(config: &Config, redis_url: &str, redis_tls: switchboard_config::RedisTls) -> Self {
         Self {
             redis_url: redis_url.to_owned(),
+            redis_tls,
             redis_prefix: config.redis_prefix.clone(),
             retention: Duration::from_secs(config.events_retention_hours.saturating_mul(3600)),
             watchdog_interval: Duration::from_millis(config.realtime_watchdog_ms),
@@ -107,7 +113,7 @@ impl Realtime {
         verify: TokenVerifier,
         tracker: TaskTracker,
     ) -> Result<Realtime, RealtimeError> {
-        let driver = driver::PubSubDriver::new(&settings.redis_url)?;
+        let driver = driver::PubSubDriver::new(&settings.redis_url, &settings.redis_tls)?;
         let adapter = RedisAdapterCtr::new_with_driver(
             driver.clone(),
             RedisAdapterConfig::new().with_prefix(settings.channel_prefix()),
@@ -127,6 +133,7 @@ impl Realtime {
         let health: Arc<watchdog::HealthCell> = Arc::default();
         let relay = Arc::new(Relay {
             db: db.clone(),
+            holder: uuid::Uuid::new_v4(),
             publisher: Publisher { io: io.clone() },
             wake: tokio::sync::Notify::new(),
             poll: settings.relay_poll,

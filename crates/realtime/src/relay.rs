@@ -4,8 +4,9 @@
 //! Flows store their events in `event_outbox` inside the transaction that causes them, so
 //! an event exists exactly when its cause committed, and a pod killed right after a commit
 //! loses nothing: any pod's relay delivers it. The relay runs on every pod, one at a time
-//! across pods (a session advisory lock held from numbering through publishing), so numbers
-//! are gap-free and published in order:
+//! across pods (a lease row, `relay_lease`, held from numbering through publishing and
+//! renewed while it works; no session state, so it holds behind a transaction-mode pooler),
+//! so numbers are gap-free and published in order:
 //!
 //! 1. publish what an earlier relay numbered but did not publish (it died, or its publish
 //!    failed): `org_event_seq.published_seq < seq`;
@@ -14,8 +15,8 @@
 //! 3. publish the batch through the Redis adapter in order, then record `published_seq`.
 //!
 //! A commit wakes its own pod's relay at once ([`Emitter::wake`]); a relay that finds the
-//! lock taken leaves the work to the holder, which always looks at the outbox once more
-//! after a cycle under the lock (so it sees every commit made before the lock was tried),
+//! lease taken leaves the work to the holder, which always looks at the outbox once more
+//! after a cycle under the lease (so it sees every commit made before the lease was tried),
 //! and every pod also polls, which catches the events of a pod that died before waking
 //! anyone. Delivery on the wire is at-least-once per socket and best effort across
 //! disconnects; `GET /events` fills any gap.
@@ -37,8 +38,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-/// The advisory lock every pod's relay takes (one relay at a time per database).
-const RELAY_LOCK: i64 = 0x5b_7e1a_0001;
+/// How long the relay lease lasts unrenewed: how long the events of a pod killed in the
+/// middle of a cycle wait for another pod's relay. Renewed every third of it while a cycle
+/// runs; a cycle lets it go when it ends.
+const LEASE: Duration = Duration::from_secs(5);
 /// Most outbox rows one relay cycle moves.
 const BATCH: i64 = 500;
 /// A cross-pod publish slower than this is given up; the event is delivered locally.
@@ -108,10 +111,10 @@ fn metric_name(event: &str) -> &'static str {
 /// What one relay cycle did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cycle {
-    /// Nothing waited; the lock was not taken.
+    /// Nothing waited; the lease was not taken.
     Idle,
-    /// Another pod's relay holds the lock. It looks at the outbox again after letting go,
-    /// and what this pod committed before trying the lock is there by then: it moves it.
+    /// Another pod's relay holds the lease. It looks at the outbox again after letting go,
+    /// and what this pod committed before trying the lease is there by then: it moves it.
     Busy,
     /// Moved and published outbox rows, or left-over numbered events.
     Worked,
@@ -150,6 +153,8 @@ async fn unpublished<'e>(db: impl sqlx::PgExecutor<'e>) -> Result<Vec<Numbered>,
 /// The relay of one pod.
 pub(crate) struct Relay {
     pub(crate) db: PgPool,
+    /// This relay's name in `relay_lease`.
+    pub(crate) holder: Uuid,
     pub(crate) publisher: Publisher,
     pub(crate) wake: Notify,
     pub(crate) poll: Duration,
@@ -163,7 +168,7 @@ pub(crate) struct Relay {
 }
 
 impl Relay {
-    /// Runs cycles until nothing waits, or until another pod's relay holds the lock (it
+    /// Runs cycles until nothing waits, or until another pod's relay holds the lease (it
     /// then moves what waits: see [`Cycle::Busy`]; waiting for it here only cost each idle
     /// pod a query every few milliseconds while the other published).
     pub(crate) async fn drain(&self) {
@@ -223,43 +228,63 @@ impl Relay {
         }
     }
 
-    /// One cycle under the lock. The lock is a session lock on a pooled connection; on any
-    /// error the connection is closed rather than returned, so the lock never outlives it.
+    /// One cycle under the lease. It is claimed in the same round trip that looks for work,
+    /// so an idle pod's poll costs one statement that writes nothing.
     async fn cycle(&self) -> Result<Cycle, sqlx::Error> {
         let mut conn = self.db.acquire().await?;
-        // One round trip when there is nothing to do (every poll of every idle pod): the
-        // lock is only tried when something waits.
         // It also says whether numbered events wait unpublished (a relay died or its publish
         // failed), so the usual cycle skips looking for them.
         // The outbox is looked at through its primary key, not with `EXISTS`: every row it
         // ever held is deleted by the relay, and until vacuum a sequential scan reads all of
         // them (1 180 pages, 4.5 ms, after a drain), while the index scan marks the dead
         // entries it meets and skips them from then on (17 pages).
-        let (leftovers, locked): (bool, Option<bool>) = sqlx::query_as(
-            "SELECT l, CASE WHEN l OR (SELECT id FROM event_outbox ORDER BY id LIMIT 1) IS NOT NULL
-                            THEN pg_try_advisory_lock($1) END
-             FROM (SELECT EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq) AS l) x",
+        // A concurrent claim by another pod makes this UPDATE wait for it and then look at
+        // the row again, so one of them gets it.
+        let (leftovers, claimed): (bool, Option<bool>) = sqlx::query_as(
+            "WITH w AS (
+               SELECT EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq) AS l,
+                      (SELECT id FROM event_outbox ORDER BY id LIMIT 1) IS NOT NULL AS o),
+             c AS (
+               UPDATE relay_lease
+               SET holder = $1, locked_until = now() + make_interval(secs => $2)
+               WHERE (SELECT l OR o FROM w) AND (locked_until < now() OR holder = $1)
+               RETURNING 1)
+             SELECT l, CASE WHEN l OR o THEN EXISTS (SELECT 1 FROM c) END FROM w",
         )
-        .bind(RELAY_LOCK)
+        .bind(self.holder)
+        .bind(LEASE.as_secs_f64())
         .fetch_one(&mut *conn)
         .await?;
-        match locked {
+        match claimed {
             None => return Ok(Cycle::Idle),
             Some(false) => return Ok(Cycle::Busy),
             Some(true) => {}
         }
-        let result = self.locked_cycle(&mut conn, leftovers).await;
-        let unlocked = match &result {
-            Ok(_) => sqlx::query_scalar::<_, bool>("SELECT pg_advisory_unlock($1)")
-                .bind(RELAY_LOCK)
-                .fetch_one(&mut *conn)
-                .await
-                .ok(),
-            Err(_) => None,
+        let renew = || async {
+            let renewed = sqlx::query(
+                "UPDATE relay_lease SET locked_until = now() + make_interval(secs => $2)
+                 WHERE holder = $1 AND locked_until > now()",
+            )
+            .bind(self.holder)
+            .bind(LEASE.as_secs_f64())
+            .execute(&self.db)
+            .await;
+            if let Err(error) = renewed {
+                tracing::warn!(%error, "realtime relay could not renew its lease");
+            }
         };
-        if unlocked != Some(true) {
-            // Closing the session releases its lock on the server.
-            drop(conn.detach());
+        let result =
+            switchboard_domain::lease::hold(LEASE, renew, self.locked_cycle(&mut conn, leftovers))
+                .await;
+        // Let go at once, so the next commit on any pod is relayed without waiting for the
+        // lease to run out. When this fails the lease runs out by itself.
+        let released =
+            sqlx::query("UPDATE relay_lease SET locked_until = '-infinity' WHERE holder = $1")
+                .bind(self.holder)
+                .execute(&mut *conn)
+                .await;
+        if let Err(error) = released {
+            tracing::debug!(%error, "realtime relay lease left to run out");
         }
         result
     }
@@ -275,12 +300,16 @@ impl Relay {
             Vec::new()
         };
         let mut tx = conn.begin().await?;
+        // Only while the lease is still this relay's: a relay that stalled past its lease
+        // moves nothing, so two relays never number at once.
         let mut rows: Vec<(i64, Uuid, String, Value)> = sqlx::query_as(
             "DELETE FROM event_outbox WHERE id IN (
                SELECT id FROM event_outbox ORDER BY id LIMIT $1)
+             AND EXISTS (SELECT 1 FROM relay_lease WHERE holder = $2 AND locked_until > now())
              RETURNING id, org_id, event, payload",
         )
         .bind(BATCH)
+        .bind(self.holder)
         .fetch_all(&mut *tx)
         .await?;
         rows.sort_by_key(|r| r.0);

@@ -21,6 +21,9 @@ pub enum StoreError {
     /// Encryption or decryption of a secret failed.
     #[error("secret encryption error: {0}")]
     Crypto(&'static str),
+    /// The database settings contradict each other (see `switchboard_config::PgTls`).
+    #[error("{0}")]
+    Config(String),
     /// The database returned something the code does not expect.
     #[error("unexpected: {0}")]
     Unexpected(String),

@@ -41,10 +41,13 @@ macro_rules! async_commit {
 
 use secrecy::ExposeSecret;
 use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use std::str::FromStr;
 use std::time::Duration;
-use switchboard_config::Config;
+use switchboard_config::{Config, PgTls, PoolerMode};
+
+mod explain;
+pub use explain::{Cause, cause, explain};
 
 /// The embedded migrations from the workspace's `migrations/` folder.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -52,12 +55,55 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 /// A pooled connection idle at least this long is pinged before it is handed out.
 pub const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
+/// Which of the two database URLs a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `DATABASE_URL`: the pods' pool, through a pooler when there is one.
+    Pooled,
+    /// `DATABASE_DIRECT_URL`: Postgres itself, for work that holds a session.
+    Direct,
+}
+
+/// The connect options for `route`: its URL with the TLS settings applied, and, behind a
+/// transaction-mode pooler, no statement cache (so no named statement: see the
+/// `[patch.crates-io]` of sqlx-postgres) and no `extra_float_digits` startup parameter,
+/// which PgBouncer refuses unless told to ignore it.
+pub fn connect_options(config: &Config, route: Route) -> Result<PgConnectOptions, StoreError> {
+    let url = match route {
+        Route::Pooled => config.database_url.expose_secret(),
+        Route::Direct => config.database_direct_url(),
+    };
+    let mut options = PgConnectOptions::from_str(url)
+        .map_err(|_| StoreError::InvalidUrl)?
+        .application_name("switchboard");
+    let tls = config
+        .pg_tls()
+        .map_err(|e| StoreError::Config(e.to_string()))?;
+    options = match tls {
+        PgTls::Verify { ca } => {
+            let options = options.ssl_mode(PgSslMode::VerifyFull);
+            match ca {
+                Some(ca) => options.ssl_root_cert(ca),
+                None => options,
+            }
+        }
+        PgTls::Require => options.ssl_mode(PgSslMode::Require),
+        PgTls::Off => options.ssl_mode(PgSslMode::Disable),
+        PgTls::FromUrl => match &config.database_tls_ca {
+            Some(ca) => options.ssl_root_cert(ca),
+            None => options,
+        },
+    };
+    if route == Route::Pooled && config.database_pooler == PoolerMode::Transaction {
+        options = options.statement_cache_capacity(0).extra_float_digits(None);
+    }
+    Ok(options)
+}
+
 /// Opens the pod's pool lazily: the pool connects on first use, so a pod can start (and
 /// answer `/health`) while Postgres is briefly away, and `/ready` reports it.
 pub fn connect_lazy(config: &Config) -> Result<PgPool, StoreError> {
-    let options = PgConnectOptions::from_str(config.database_url.expose_secret())
-        .map_err(|_| StoreError::InvalidUrl)?
-        .application_name("switchboard");
+    let options = connect_options(config, Route::Pooled)?;
     Ok(PgPoolOptions::new()
         .max_connections(config.db_pool_size)
         .min_connections(0)
@@ -78,8 +124,20 @@ pub fn connect_lazy(config: &Config) -> Result<PgPool, StoreError> {
         .connect_lazy_with(options))
 }
 
-/// Applies every pending migration. Safe to run from several pods at once: sqlx takes an
-/// advisory lock around the run.
+/// A small pool on `DATABASE_DIRECT_URL`, for migrations and anything else that needs
+/// its session to last (a transaction-mode pooler would not keep it).
+pub async fn connect_direct(config: &Config) -> Result<PgPool, StoreError> {
+    let options = connect_options(config, Route::Direct)?;
+    Ok(PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await?)
+}
+
+/// Applies every pending migration. Safe to run from several pods at once: sqlx takes a
+/// session advisory lock around the run, which is why `pool` must be a direct one
+/// ([`connect_direct`]).
 pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
     MIGRATOR.run(pool).await.map_err(StoreError::Migrate)
 }

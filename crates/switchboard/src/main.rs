@@ -112,10 +112,16 @@ async fn serve(config: switchboard_config::Config) -> ExitCode {
     }
 }
 
+/// Migrations run on `DATABASE_DIRECT_URL`: sqlx's migrator holds a session lock, which a
+/// transaction-mode pooler would not keep.
 async fn migrate(config: &switchboard_config::Config) -> anyhow::Result<()> {
-    let pool = switchboard_store::connect_lazy(config)?;
+    let pool = switchboard_store::connect_direct(config)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", switchboard_store::explain(&e)))
+        .context("connecting for migrations (DATABASE_DIRECT_URL, else DATABASE_URL)")?;
     switchboard_store::migrate(&pool)
         .await
+        .map_err(|e| anyhow::anyhow!("{}", switchboard_store::explain(&e)))
         .context("applying migrations")?;
     pool.close().await;
     println!("{}", serde_json::json!({"migrated": true}));
@@ -126,8 +132,25 @@ fn report(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("switchboard: {e:#}");
+            eprintln!("switchboard: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, each message once: wrapped errors often repeat
+/// their source's text in their own, which `{:#}` would print again at every level.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -36,20 +36,50 @@ pub fn redis_url() -> String {
     required("SB_TEST_REDIS_URL")
 }
 
+/// The test run's Redis TLS: `rediss://` is verified against `SB_TEST_TLS_CA` (the CA
+/// `scripts/test.sh` generates for its TLS topology).
+pub fn redis_tls(url: &str) -> switchboard_config::RedisTls {
+    if url.starts_with("rediss://") {
+        switchboard_config::RedisTls::Verify {
+            ca: std::env::var_os("SB_TEST_TLS_CA").map(PathBuf::from),
+        }
+    } else {
+        switchboard_config::RedisTls::Off
+    }
+}
+
+/// A redis-rs client for `url` with the test run's TLS, for tests that look at keys.
+pub fn redis_client(url: &str) -> redis::Client {
+    switchboard_coord::client_for_url(url, &redis_tls(url)).expect("redis client")
+}
+
+/// `url` with its database (the URL's path) replaced by `name`, query kept.
+fn with_database(url: &str, name: &str) -> String {
+    let mut parsed = url::Url::parse(url).expect("test database URL parses");
+    parsed.set_path(&format!("/{name}"));
+    parsed.to_string()
+}
+
 /// A fresh database with every migration applied.
 pub struct TestDb {
-    /// Connection URL of the new database.
+    /// What pods connect to: through the pooler in the TLS + pooler topology.
     pub url: String,
+    /// Postgres itself (`DATABASE_DIRECT_URL`): migrations and the tests' own assertions.
+    pub direct_url: String,
     /// Its name.
     pub name: String,
 }
 
 impl TestDb {
-    /// Creates `sb_<random>` on the test server and migrates it.
+    /// Creates `sb_<random>` on the test server and migrates it. Both go to Postgres
+    /// directly (`SB_TEST_DATABASE_DIRECT_URL`, default `SB_TEST_DATABASE_URL`): the
+    /// migrator holds a session lock, which a transaction-mode pooler would not keep.
     pub async fn fresh() -> TestDb {
-        let admin_url = required("SB_TEST_DATABASE_URL");
+        let pooled_admin = required("SB_TEST_DATABASE_URL");
+        let direct_admin =
+            std::env::var("SB_TEST_DATABASE_DIRECT_URL").unwrap_or_else(|_| pooled_admin.clone());
         let name = format!("sb_{}", Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(&admin_url)
+        let admin = sqlx::PgPool::connect(&direct_admin)
             .await
             .expect("connect to test postgres");
         sqlx::query(&format!("CREATE DATABASE {name}"))
@@ -57,16 +87,15 @@ impl TestDb {
             .await
             .expect("create test database");
         admin.close().await;
-        let url = match admin_url.rfind('/') {
-            Some(i) => format!("{}/{name}", &admin_url[..i]),
-            None => panic!("SB_TEST_DATABASE_URL has no database part"),
+        let db = TestDb {
+            url: with_database(&pooled_admin, &name),
+            direct_url: with_database(&direct_admin, &name),
+            name,
         };
-        let pool = sqlx::PgPool::connect(&url)
-            .await
-            .expect("connect to test database");
+        let pool = db.pool().await;
         switchboard_store::migrate(&pool).await.expect("migrate");
         pool.close().await;
-        TestDb { url, name }
+        db
     }
 
     /// Runs a `SELECT count(*) …` (any single bigint) and returns it.
@@ -90,19 +119,23 @@ impl TestDb {
         last
     }
 
-    /// A pool on this database (for assertions on rows).
+    /// A pool on this database (for assertions on rows), straight to Postgres.
     pub async fn pool(&self) -> sqlx::PgPool {
-        sqlx::PgPool::connect(&self.url).await.expect("connect")
+        sqlx::PgPool::connect(&self.direct_url)
+            .await
+            .expect("connect")
     }
 }
 
-/// Environment variables for a test pod on `db` with its own Redis prefix.
+/// Environment variables for a test pod on `db` with its own Redis prefix, on the test
+/// run's topology (TLS and the pooler when `scripts/test.sh` set them up).
 pub fn pod_env(db: &TestDb, redis_url: &str, prefix: &str) -> HashMap<String, String> {
-    [
+    let mut vars: HashMap<String, String> = [
         ("APP_ENV", "test"),
         ("BIND_ADDR", "127.0.0.1"),
         ("PORT", "0"),
         ("DATABASE_URL", db.url.as_str()),
+        ("DATABASE_DIRECT_URL", db.direct_url.as_str()),
         ("REDIS_URL", redis_url),
         ("REDIS_PREFIX", prefix),
         ("JWT_SECRET", JWT_SECRET),
@@ -120,7 +153,17 @@ pub fn pod_env(db: &TestDb, redis_url: &str, prefix: &str) -> HashMap<String, St
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
+    .collect();
+    if let Ok(mode) = std::env::var("SB_TEST_DATABASE_POOLER") {
+        vars.insert("DATABASE_POOLER".into(), mode);
+    }
+    if let (true, Ok(ca)) = (
+        redis_url.starts_with("rediss://"),
+        std::env::var("SB_TEST_TLS_CA"),
+    ) {
+        vars.insert("REDIS_TLS_CA".into(), ca);
+    }
+    vars
 }
 
 /// The workspace's `config/` folder.

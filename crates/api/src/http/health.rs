@@ -32,6 +32,10 @@ struct Check {
     latency_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// The setting that most likely fixes a failing check (e.g. `DATABASE_TLS_CA`); the
+    /// pod's log has the whole line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    setting: Option<&'static str>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -86,12 +90,14 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     // that goes to the log.
     let postgres = check(timeout, async move {
         switchboard_store::ping(&db).await.map_err(|e| {
-            tracing::warn!(error = %e, "readiness: Postgres check failed");
+            tracing::warn!(problem = %switchboard_store::explain(&e), "readiness: Postgres check failed");
+            switchboard_store::cause(&e).setting()
         })
     });
     let redis = check(timeout, async {
         state.redis.ping().await.map_err(|e| {
-            tracing::warn!(error = %e, "readiness: Redis check failed");
+            tracing::warn!(problem = %e.explain(), "readiness: Redis check failed");
+            e.setting()
         })
     });
     let agent = async {
@@ -154,7 +160,7 @@ fn adapter_health(state: &AppState) -> switchboard_realtime::AdapterHealth {
 
 async fn check<F>(timeout: Duration, probe: F) -> Check
 where
-    F: Future<Output = Result<(), ()>>,
+    F: Future<Output = Result<(), Option<&'static str>>>,
 {
     let started = Instant::now();
     let outcome = tokio::time::timeout(timeout, probe).await;
@@ -164,16 +170,19 @@ where
             ok: true,
             latency_ms,
             error: None,
+            setting: None,
         },
-        Ok(Err(())) => Check {
+        Ok(Err(setting)) => Check {
             ok: false,
             latency_ms,
             error: Some("unavailable".to_owned()),
+            setting,
         },
         Err(_) => Check {
             ok: false,
             latency_ms,
             error: Some(format!("timed out after {} ms", timeout.as_millis())),
+            setting: None,
         },
     }
 }

@@ -88,11 +88,16 @@ impl App {
                 "REDIS_URL and MASTER_ENCRYPTION_KEY must be set".into(),
             ]));
         };
-        let redis = Redis::connect_lazy(redis_url.expose_secret(), &config.redis_prefix)?;
+        // Validated when the configuration was loaded; a contradiction cannot reach here.
+        let redis_tls = config
+            .redis_tls(redis_url.expose_secret())
+            .map_err(|e| StartError::Violations(vec![e.to_string()]))?;
+        let redis =
+            Redis::connect_lazy(redis_url.expose_secret(), &redis_tls, &config.redis_prefix)?;
         let lifecycle = Lifecycle::new();
         let jwt = Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs));
         let realtime = Realtime::build(
-            realtime::Settings::new(&config, redis_url.expose_secret()),
+            realtime::Settings::new(&config, redis_url.expose_secret(), redis_tls),
             db.clone(),
             token_verifier(jwt.clone()),
             lifecycle.tasks().clone(),

@@ -23,6 +23,32 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
             violations.push("MASTER_ENCRYPTION_KEY must be set".into());
         }
     }
+    if config.db_max_connections.is_some() {
+        if let Some(v) = config.declared_budget_violation() {
+            if production {
+                violations.push(v.to_string());
+            } else {
+                tracing::warn!("{v}");
+            }
+        }
+    } else {
+        server_budget(config, db, production, &mut violations).await;
+    }
+    violations.extend(crate::scheduled::schedule_violations(config));
+    let proxies = TrustedProxies::parse(&config.trusted_proxies).unwrap_or_else(|e| {
+        violations.push(e);
+        Default::default()
+    });
+    (violations, proxies)
+}
+
+/// AA9 against the server's own `max_connections`, when no budget is declared.
+async fn server_budget(
+    config: &Config,
+    db: &PgPool,
+    production: bool,
+    violations: &mut Vec<String>,
+) {
     match tokio::time::timeout(
         Duration::from_secs(5),
         switchboard_store::max_connections(db),
@@ -39,16 +65,11 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
             }
         }
         Ok(Err(e)) if production => violations.push(format!(
-            "cannot verify the connection budget: Postgres did not answer ({e})"
+            "cannot verify the connection budget: {}",
+            switchboard_store::explain(&e)
         )),
         Err(_) if production => violations
             .push("cannot verify the connection budget: Postgres did not answer within 5 s".into()),
         _ => tracing::warn!("Postgres unreachable at start-up; /ready will report it"),
     }
-    violations.extend(crate::scheduled::schedule_violations(config));
-    let proxies = TrustedProxies::parse(&config.trusted_proxies).unwrap_or_else(|e| {
-        violations.push(e);
-        Default::default()
-    });
-    (violations, proxies)
 }

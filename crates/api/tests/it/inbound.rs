@@ -136,13 +136,18 @@ async fn a_message_repeated_in_a_new_event_is_stored_once_and_customers_are_not_
 #[tokio::test]
 async fn a_push_is_announced_to_the_idle_workers_of_other_pods() {
     let prefix = random_prefix();
-    let redis = switchboard_coord::Redis::connect_lazy(&redis_url(), &prefix).unwrap();
+    let redis = switchboard_coord::Redis::connect_lazy(
+        &redis_url(),
+        &switchboard_testing::redis_tls(&redis_url()),
+        &prefix,
+    )
+    .unwrap();
     let pushing = switchboard_flows::queue::InboundQueue::inbound(&redis);
     let listening = switchboard_flows::queue::InboundQueue::inbound(&redis);
     let token = tokio_util::sync::CancellationToken::new();
     let tracker = tokio_util::task::TaskTracker::new();
     listening.spawn_wake_listener(token.clone(), &tracker);
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let channel = format!("{prefix}:queue:channel-inbound:pushed");
     let mut listeners = 0;
@@ -508,7 +513,7 @@ async fn finished_jobs_leave_nothing_behind_in_redis() {
         30
     );
 
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let queue = format!("{prefix}:queue:channel-inbound");
     let mut left = (u64::MAX, u64::MAX);
@@ -564,7 +569,12 @@ async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
     let db = TestDb::fresh().await;
     let agent = agent().await;
     let prefix = random_prefix();
-    let redis = switchboard_coord::Redis::connect_lazy(&redis_url(), &prefix).unwrap();
+    let redis = switchboard_coord::Redis::connect_lazy(
+        &redis_url(),
+        &switchboard_testing::redis_tls(&redis_url()),
+        &prefix,
+    )
+    .unwrap();
     let queue = switchboard_flows::queue::InboundQueue::inbound(&redis);
     // Pushed as the accept path pushes (bulk, ≤ 256 a call) while no pod runs: all of it
     // lands in apalis-redis's scheduled set. The ids are of no stored event, so each job
@@ -573,7 +583,7 @@ async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
     for chunk in ids.chunks(250) {
         queue.push_events(chunk).await.unwrap();
     }
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let key = |k: &str| format!("{prefix}:queue:channel-inbound:{k}");
     let scheduled: u64 = redis::cmd("ZCARD")
@@ -624,7 +634,12 @@ async fn a_backlog_waits_parked_and_the_active_list_stays_short() {
     use switchboard_flows::upkeep::ACTIVE_TARGET;
     let db = TestDb::fresh().await;
     let prefix = random_prefix();
-    let redis = switchboard_coord::Redis::connect_lazy(&redis_url(), &prefix).unwrap();
+    let redis = switchboard_coord::Redis::connect_lazy(
+        &redis_url(),
+        &switchboard_testing::redis_tls(&redis_url()),
+        &prefix,
+    )
+    .unwrap();
     let queue = switchboard_flows::queue::InboundQueue::inbound(&redis);
     let ids: Vec<uuid::Uuid> = (0..3000).map(|_| uuid::Uuid::new_v4()).collect();
     for chunk in ids.chunks(250) {
@@ -635,7 +650,7 @@ async fn a_backlog_waits_parked_and_the_active_list_stays_short() {
         v.insert("WORKER_CONCURRENCY".into(), "0".into());
     })
     .await;
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let target = ACTIVE_TARGET as u64;
     let mut lengths = (u64::MAX, u64::MAX, u64::MAX);
@@ -884,7 +899,7 @@ async fn gone_workers_leave_no_metadata_behind() {
     let db = TestDb::fresh().await;
     let agent = agent().await;
     let prefix = random_prefix();
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let key = |k: &str| format!("{prefix}:queue:channel-inbound:workers{k}");
     // A worker of a pod killed an hour ago: recorded, registered, its heartbeat stale.

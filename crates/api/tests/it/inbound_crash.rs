@@ -143,6 +143,7 @@ async fn a_restarting_postgres_answers_503_never_500() {
     let proxy = PgProxy::start(host_port.to_owned()).await;
     let proxied = TestDb {
         url: format!("{head}@127.0.0.1:{}/{name}", proxy.port),
+        direct_url: db.direct_url.clone(),
         name: db.name.clone(),
     };
     let agent = agent().await;

@@ -271,7 +271,7 @@ async fn a_megabyte_email_is_a_400_and_writes_no_redis_key() {
     assert_eq!(r.status(), 400);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["code"], "email_too_long");
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:limit:*"))

@@ -31,7 +31,7 @@ async fn login_refuses_overlong_emails_first_and_throttles_on_a_hash() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:limit:login:*"))

@@ -158,7 +158,7 @@ async fn rejected_webhooks_write_nothing_anywhere() {
         assert_eq!(body["code"], code, "{path}");
     }
     assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 0);
-    let client = redis::Client::open(redis_url()).unwrap();
+    let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:dedup:*"))

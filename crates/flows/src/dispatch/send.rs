@@ -198,7 +198,7 @@ async fn hold_lease<T>(deps: &Deps, row: &Claimed, work: impl Future<Output = T>
             }
         }
     };
-    crate::lease::hold(lease, renew, work).await
+    switchboard_domain::lease::hold(lease, renew, work).await
 }
 
 /// `base × 2^(attempt − 1)`, with ±50 % jitter so retries of many rows spread out.

@@ -233,7 +233,7 @@ async fn holding_lease<T>(deps: &Deps, event_id: Uuid, work: impl Future<Output 
             tracing::warn!(%event_id, error = %e, "could not renew the inbox lease");
         }
     };
-    crate::lease::hold(deps.inbox_lease, renew, work).await
+    switchboard_domain::lease::hold(deps.inbox_lease, renew, work).await
 }
 
 /// Calls the agent with the recent messages and stores the draft with the queue item

@@ -12,6 +12,13 @@ fn production(db: &TestDb) -> HashMap<String, String> {
         "SENTRY_DSN".into(),
         "https://public@sentry.invalid/1".into(),
     );
+    // Production verifies TLS unless told otherwise; the plain topology's servers have none.
+    if !vars["DATABASE_URL"].contains("sslmode=") {
+        vars.insert("DATABASE_TLS".into(), "off".into());
+    }
+    if vars["REDIS_URL"].starts_with("redis://") {
+        vars.insert("REDIS_TLS".into(), "off".into());
+    }
     vars
 }
 
@@ -51,6 +58,13 @@ async fn each_production_invariant_refuses_start_before_binding() {
             }),
         ),
         (
+            "REDIS_URL is plaintext",
+            Box::new(|v| {
+                v.insert("REDIS_URL".into(), "redis://127.0.0.1:1".into());
+                v.remove("REDIS_TLS");
+            }),
+        ),
+        (
             "connection budget exceeded",
             Box::new(|v| {
                 v.insert("DB_POOL_SIZE".into(), "50".into());
@@ -81,6 +95,48 @@ async fn each_production_invariant_refuses_start_before_binding() {
             "no secrets in: {stderr}"
         );
     }
+}
+
+/// Production's default, `verify`, against a Postgres that has no TLS: one line that names
+/// the setting, from `serve` and from `migrate`, with no password and no repetition.
+#[tokio::test]
+async fn verify_against_a_server_without_tls_names_the_setting_once() {
+    let db = TestDb::fresh().await;
+    let mut vars = production(&db);
+    if vars["DATABASE_URL"].contains("sslmode=") {
+        return; // The TLS topology's server has TLS: nothing to refuse.
+    }
+    vars.remove("DATABASE_TLS");
+    let url = format!("{}", vars["DATABASE_URL"]).replace("postgres@", "postgres:hunter2@");
+    vars.insert("DATABASE_URL".into(), url);
+    vars.insert("PORT".into(), switchboard_testing::free_port().to_string());
+    let out = run(&vars, &["serve"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("refusing to start"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("DATABASE_TLS=off"), "{stderr}");
+    assert_eq!(
+        lines[0].matches("does not support TLS").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+
+    let out = run(&vars, &["migrate"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("DATABASE_TLS=off"), "{stderr}");
+    assert_eq!(
+        stderr.matches("does not support TLS").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! Holding a Postgres lease while slow work runs (an agent call, a provider call). A row is
 //! claimed with `locked_until = now() + lease`; renewing it every third of the lease keeps a
 //! slow call's row held, while the row of a pod that died is free again within one lease.
-//! The inbound job (inbox events) and the outbound job (outbox rows) share this loop.
+//! The inbound job (inbox events), the outbound job (outbox rows) and the realtime relay
+//! (its one-at-a-time lease) share this loop.
 
 use std::time::Duration;
 

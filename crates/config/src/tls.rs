@@ -1,0 +1,383 @@
+//! How the pod reaches Postgres and Redis on managed services: TLS, and whether a
+//! transaction-mode pooler (RDS Proxy, PgBouncer) sits in front of Postgres (SPEC §10).
+//!
+//! A TLS setting can come from two places, `DATABASE_TLS` / `REDIS_TLS` and the URL itself
+//! (`sslmode=…`, `rediss://…#insecure`). Both are honoured; when they disagree the pod
+//! refuses to start rather than pick one silently. In production, a connection that is not
+//! verified (or not encrypted) must be asked for explicitly: unset means `verify`.
+
+use crate::{AppEnv, Config, ConfigError};
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use std::fmt;
+use std::path::PathBuf;
+use url::Url;
+
+/// `DATABASE_TLS` / `REDIS_TLS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// Encrypted, and the server's certificate checked against the system roots plus the
+    /// `_TLS_CA` bundle, host name included (Postgres `verify-full`).
+    Verify,
+    /// Encrypted, certificate not checked: allowed only when set explicitly.
+    Require,
+    /// Plaintext: allowed only when set explicitly (a private network, the local stack).
+    Off,
+}
+
+impl TlsMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            TlsMode::Verify => "verify",
+            TlsMode::Require => "require",
+            TlsMode::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for TlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `DATABASE_POOLER`: what sits between the pods and Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolerMode {
+    /// Postgres itself, or a pooler that keeps one server connection per client session:
+    /// named prepared statements are cached per connection.
+    #[default]
+    Session,
+    /// A transaction-mode pooler (RDS Proxy, PgBouncer `pool_mode = transaction`): a
+    /// client may get another server connection after every transaction, so no statement
+    /// is named and nothing outlives a transaction.
+    Transaction,
+}
+
+/// The TLS the pod's Postgres connections use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PgTls {
+    /// `DATABASE_URL`'s own `sslmode` (and `sslrootcert`), or the driver's default
+    /// (`prefer`) outside production.
+    FromUrl,
+    /// `verify-full`, with `DATABASE_TLS_CA` added to the system roots when set.
+    Verify {
+        /// `DATABASE_TLS_CA`.
+        ca: Option<PathBuf>,
+    },
+    /// Encrypted, unverified.
+    Require,
+    /// Plaintext.
+    Off,
+}
+
+/// The TLS the pod's Redis connections use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTls {
+    /// `redis://`.
+    Off,
+    /// `rediss://`, certificate and host name checked against the system roots plus
+    /// `REDIS_TLS_CA` when set.
+    Verify {
+        /// `REDIS_TLS_CA`.
+        ca: Option<PathBuf>,
+    },
+    /// `rediss://`, certificate not checked.
+    Require,
+}
+
+/// A `sslmode` value of a Postgres URL.
+fn url_sslmode(url: &str) -> Option<String> {
+    let url = Url::parse(url).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == "sslmode" || k == "ssl-mode")
+        .map(|(_, v)| v.to_ascii_lowercase())
+}
+
+/// Whether `DATABASE_TLS=mode` and the URL's `sslmode` say the same thing.
+fn same_pg_mode(mode: TlsMode, sslmode: &str) -> bool {
+    matches!(
+        (mode, sslmode),
+        (TlsMode::Verify, "verify-full")
+            | (TlsMode::Require, "require")
+            | (TlsMode::Off, "disable")
+    )
+}
+
+impl Config {
+    /// The Postgres TLS to use, or why the settings contradict each other.
+    pub fn pg_tls(&self) -> Result<PgTls, ConfigError> {
+        let sslmode = url_sslmode(self.database_url.expose_secret());
+        if let Some(url) = &self.database_direct_url {
+            if let (Some(a), Some(b)) = (&sslmode, url_sslmode(url.expose_secret())) {
+                if *a != b {
+                    return Err(ConfigError::Invalid(format!(
+                        "DATABASE_URL has sslmode={a} but DATABASE_DIRECT_URL has sslmode={b}: use one TLS setting (DATABASE_TLS) for both"
+                    )));
+                }
+            }
+        }
+        let tls = match (self.database_tls, sslmode.as_deref()) {
+            (Some(mode), Some(url_mode)) if !same_pg_mode(mode, url_mode) => {
+                return Err(ConfigError::Invalid(format!(
+                    "DATABASE_TLS={mode} contradicts sslmode={url_mode} in DATABASE_URL: remove sslmode from the URL or change DATABASE_TLS"
+                )));
+            }
+            (Some(TlsMode::Verify), _) => PgTls::Verify {
+                ca: self.database_tls_ca.clone(),
+            },
+            (Some(TlsMode::Require), _) => PgTls::Require,
+            (Some(TlsMode::Off), _) => PgTls::Off,
+            (None, Some(_)) => PgTls::FromUrl,
+            (None, None) if self.app_env == AppEnv::Production => PgTls::Verify {
+                ca: self.database_tls_ca.clone(),
+            },
+            (None, None) => PgTls::FromUrl,
+        };
+        if let (Some(ca), PgTls::Verify { .. } | PgTls::FromUrl) = (&self.database_tls_ca, &tls) {
+            if !ca.is_file() {
+                return Err(ConfigError::Invalid(format!(
+                    "DATABASE_TLS_CA names {}, which is not a readable file",
+                    ca.display()
+                )));
+            }
+        }
+        Ok(tls)
+    }
+
+    /// The Redis TLS to use for `url` (`REDIS_URL`), or why the settings contradict each other.
+    pub fn redis_tls(&self, url: &str) -> Result<RedisTls, ConfigError> {
+        let parsed = Url::parse(url)
+            .map_err(|_| ConfigError::Invalid("REDIS_URL is not a valid URL".into()))?;
+        let tls_url = match parsed.scheme() {
+            "rediss" | "valkeys" => true,
+            "redis" | "valkey" | "redis+unix" | "unix" => false,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "REDIS_URL has scheme {other}: use redis:// or rediss://"
+                )));
+            }
+        };
+        let insecure_url = tls_url && parsed.fragment() == Some("insecure");
+        let ca = self.redis_tls_ca.clone();
+        let tls = match (self.redis_tls, tls_url, insecure_url) {
+            (Some(TlsMode::Verify), true, false) | (None, true, false) => RedisTls::Verify { ca },
+            (Some(TlsMode::Require), true, _) | (None, true, true) => RedisTls::Require,
+            (Some(TlsMode::Off) | None, false, _) => RedisTls::Off,
+            (Some(TlsMode::Verify), true, true) => {
+                return Err(ConfigError::Invalid(
+                    "REDIS_TLS=verify contradicts #insecure in REDIS_URL: remove one".into(),
+                ));
+            }
+            (Some(mode), false, _) => {
+                return Err(ConfigError::Invalid(format!(
+                    "REDIS_TLS={mode} needs a rediss:// REDIS_URL (it is redis://)"
+                )));
+            }
+            (Some(TlsMode::Off), true, _) => {
+                return Err(ConfigError::Invalid(
+                    "REDIS_TLS=off contradicts the rediss:// REDIS_URL: use redis:// or another REDIS_TLS".into(),
+                ));
+            }
+        };
+        if let (Some(ca), RedisTls::Verify { .. }) = (&self.redis_tls_ca, &tls) {
+            if !ca.is_file() {
+                return Err(ConfigError::Invalid(format!(
+                    "REDIS_TLS_CA names {}, which is not a readable file",
+                    ca.display()
+                )));
+            }
+        }
+        Ok(tls)
+    }
+
+    /// The URL for work that needs a whole session (migrations take a session lock):
+    /// `DATABASE_DIRECT_URL`, else `DATABASE_URL`.
+    pub fn database_direct_url(&self) -> &str {
+        self.database_direct_url
+            .as_ref()
+            .unwrap_or(&self.database_url)
+            .expose_secret()
+    }
+
+    /// Production's rule: a Postgres or Redis connection that is not verified was asked for
+    /// explicitly. `None` when it holds (or outside production).
+    pub(crate) fn plaintext_problem(&self) -> Option<crate::Violation> {
+        if self.app_env != AppEnv::Production {
+            return None;
+        }
+        let sslmode = url_sslmode(self.database_url.expose_secret());
+        if self.database_tls.is_none() && matches!(sslmode.as_deref(), Some("allow" | "prefer")) {
+            return Some(crate::Violation::WeakTls {
+                setting: "DATABASE_TLS",
+                problem: "sslmode=allow/prefer in DATABASE_URL may fall back to plaintext",
+            });
+        }
+        let redis_plain = self.redis_url.as_ref().is_some_and(|u| {
+            Url::parse(u.expose_secret()).is_ok_and(|u| matches!(u.scheme(), "redis" | "valkey"))
+        });
+        (self.redis_tls.is_none() && redis_plain).then_some(crate::Violation::WeakTls {
+            setting: "REDIS_TLS",
+            problem: "REDIS_URL is plaintext redis://; use rediss://",
+        })
+    }
+
+    /// Checks that the TLS settings agree, so a contradiction stops the load.
+    pub(crate) fn check_tls(&self) -> Result<(), ConfigError> {
+        self.pg_tls()?;
+        if let Some(url) = &self.redis_url {
+            self.redis_tls(url.expose_secret())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut vars: HashMap<String, String> = [
+            ("DATABASE_URL", "postgres://app:pw@db.example/app"),
+            ("JWT_SECRET", "x"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        for (k, v) in pairs {
+            vars.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config"));
+        crate::load_from(&vars, &dir)
+    }
+
+    fn ca_file() -> PathBuf {
+        let path = std::env::temp_dir().join(format!("sb-ca-{}.pem", std::process::id()));
+        std::fs::write(&path, "not checked here").expect("write");
+        path
+    }
+
+    #[test]
+    fn production_verifies_unless_told_otherwise() {
+        let prod = config(&[("APP_ENV", "production")]).expect("loads");
+        assert_eq!(prod.pg_tls().expect("ok"), PgTls::Verify { ca: None });
+        let off = config(&[("APP_ENV", "production"), ("DATABASE_TLS", "off")]).expect("loads");
+        assert_eq!(off.pg_tls().expect("ok"), PgTls::Off);
+        let dev = config(&[]).expect("loads");
+        assert_eq!(dev.pg_tls().expect("ok"), PgTls::FromUrl);
+    }
+
+    #[test]
+    fn url_sslmode_is_honoured_and_contradictions_refused() {
+        let url = "postgres://app:pw@db.example/app?sslmode=verify-full";
+        let c = config(&[("DATABASE_URL", url), ("DATABASE_TLS", "verify")]).expect("loads");
+        assert_eq!(c.pg_tls().expect("same"), PgTls::Verify { ca: None });
+        let err = config(&[("DATABASE_URL", url), ("DATABASE_TLS", "off")])
+            .expect_err("contradiction")
+            .to_string();
+        assert!(
+            err.contains("DATABASE_TLS=off") && err.contains("sslmode=verify-full"),
+            "{err}"
+        );
+        assert!(!err.contains("pw"), "{err}");
+        let prefer = "postgres://app:pw@db.example/app?sslmode=prefer";
+        let c = config(&[("APP_ENV", "production"), ("DATABASE_URL", prefer)]).expect("loads");
+        let v = c
+            .plaintext_problem()
+            .expect("prefer in production")
+            .to_string();
+        assert!(v.contains("DATABASE_TLS=verify"), "{v}");
+        let dev = config(&[("DATABASE_URL", prefer)]).expect("loads");
+        assert_eq!(dev.plaintext_problem(), None);
+    }
+
+    #[test]
+    fn a_missing_ca_file_names_the_setting() {
+        let err = config(&[
+            ("DATABASE_TLS", "verify"),
+            ("DATABASE_TLS_CA", "/nonexistent/ca.pem"),
+        ])
+        .expect_err("missing")
+        .to_string();
+        assert!(err.contains("DATABASE_TLS_CA"), "{err}");
+        let ca = ca_file();
+        let c = config(&[
+            ("DATABASE_TLS", "verify"),
+            ("DATABASE_TLS_CA", ca.to_str().expect("utf-8")),
+        ])
+        .expect("loads");
+        assert_eq!(
+            c.pg_tls().expect("ok"),
+            PgTls::Verify {
+                ca: Some(ca.clone())
+            }
+        );
+        let _ = std::fs::remove_file(ca);
+    }
+
+    #[test]
+    fn redis_tls_follows_the_scheme_and_refuses_contradictions() {
+        let c = config(&[("REDIS_URL", "rediss://cache.example:6379")]).expect("loads");
+        assert_eq!(
+            c.redis_tls("rediss://cache.example:6379").expect("ok"),
+            RedisTls::Verify { ca: None }
+        );
+        let c = config(&[("REDIS_URL", "rediss://cache.example/#insecure")]).expect("loads");
+        assert_eq!(
+            c.redis_tls("rediss://cache.example/#insecure").expect("ok"),
+            RedisTls::Require
+        );
+        for (url, mode, names) in [
+            ("redis://cache.example", "verify", "rediss://"),
+            ("rediss://cache.example", "off", "REDIS_TLS=off"),
+            ("rediss://cache.example/#insecure", "verify", "#insecure"),
+        ] {
+            let err = config(&[("REDIS_URL", url), ("REDIS_TLS", mode)])
+                .expect_err(url)
+                .to_string();
+            assert!(err.contains(names), "{url} {mode}: {err}");
+        }
+        let plain = config(&[
+            ("APP_ENV", "production"),
+            ("REDIS_URL", "redis://cache.example"),
+        ])
+        .expect("loads");
+        let v = plain
+            .plaintext_problem()
+            .expect("plaintext in production")
+            .to_string();
+        assert!(v.contains("REDIS_TLS=off"), "{v}");
+        let c = config(&[
+            ("APP_ENV", "production"),
+            ("REDIS_URL", "redis://cache.example"),
+            ("REDIS_TLS", "off"),
+        ])
+        .expect("explicit off");
+        assert_eq!(
+            c.redis_tls("redis://cache.example").expect("ok"),
+            RedisTls::Off
+        );
+        assert_eq!(c.plaintext_problem(), None);
+    }
+
+    #[test]
+    fn the_direct_url_defaults_to_the_pooled_one() {
+        let c = config(&[]).expect("loads");
+        assert_eq!(c.database_direct_url(), "postgres://app:pw@db.example/app");
+        let c = config(&[(
+            "DATABASE_DIRECT_URL",
+            "postgres://app:pw@direct.example/app",
+        )])
+        .expect("loads");
+        assert_eq!(
+            c.database_direct_url(),
+            "postgres://app:pw@direct.example/app"
+        );
+        assert_eq!(c.database_pooler, PoolerMode::Session);
+        let c = config(&[("DATABASE_POOLER", "transaction")]).expect("loads");
+        assert_eq!(c.database_pooler, PoolerMode::Transaction);
+    }
+}
