@@ -107,7 +107,7 @@ async fn verify_against_a_server_without_tls_names_the_setting_once() {
         return; // The TLS topology's server has TLS: nothing to refuse.
     }
     vars.remove("DATABASE_TLS");
-    let url = format!("{}", vars["DATABASE_URL"]).replace("postgres@", "postgres:hunter2@");
+    let url = vars["DATABASE_URL"].replace("postgres@", "postgres:hunter2@");
     vars.insert("DATABASE_URL".into(), url);
     vars.insert("PORT".into(), switchboard_testing::free_port().to_string());
     let out = run(&vars, &["serve"]);
