@@ -38,7 +38,7 @@ esac
 # The tests a tls-pooler run picks when given no arguments: a regex on test names, used as
 # the nextest filterset test(/…/) (and split at | into cargo test filters without nextest).
 # Add a name, or a word every such test's name has, to run more.
-tls_pooler_tests='multi_pod|kill|topology|restart|realtime_resilience'
+tls_pooler_tests='multi_pod|kill|topology|restart|realtime|tls'
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-test.XXXXXX")
 chmod 755 "$work"

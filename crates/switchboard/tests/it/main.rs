@@ -9,6 +9,7 @@ mod outbound_kill;
 mod release_kill;
 mod scheduler_kill;
 mod shutdown;
+mod topology;
 
 use std::collections::HashMap;
 use std::process::{Command, Output};
