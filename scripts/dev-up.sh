@@ -46,7 +46,8 @@ write_env() {
 APP_ENV=development
 JWT_SECRET=$jwt
 MASTER_ENCRYPTION_KEY=$key
-DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/switchboard
+DATABASE_URL=${SB_DATABASE_URL:-postgres://postgres@127.0.0.1:$PG_PORT/switchboard}
+DATABASE_DIRECT_URL=postgres://postgres@127.0.0.1:$PG_PORT/switchboard
 REDIS_URL=redis://127.0.0.1:$REDIS_PORT
 PUBLIC_BASE_URL=$PUBLIC_URL
 BIND_ADDR=127.0.0.1

@@ -106,13 +106,18 @@ max_user_connections = 300
 server_idle_timeout = 10
 ; After a Postgres restart, retry within a second rather than the default 15 s.
 server_login_retry = 1
-
+EOF
+  # TLS on both sides unless no certificate folder is given (bench-pooler.sh measures the
+  # pooler alone).
+  if [ -n "$tls" ]; then
+    cat >>"$ini" <<EOF
 client_tls_sslmode = require
 client_tls_cert_file = $tls/server.pem
 client_tls_key_file = $tls/server.key
 server_tls_sslmode = verify-full
 server_tls_ca_file = $tls/ca.pem
 EOF
+  fi
   echo '"postgres" ""' >"$work/pgbouncer-users.txt"
   # PgBouncer refuses to run as root, so it runs as the Postgres user, who must be able to
   # write its log and pidfile here.
