@@ -28,7 +28,7 @@ RUN set -eu; mkdir /skeleton; \
         [ ! -f "$crate/build.rs" ] || cp "$crate/build.rs" "/skeleton/$crate/build.rs"; \
     done; \
     # Patched dependencies (Cargo.toml's [patch.crates-io]) are dependencies: whole.
-    cp -r vendor /skeleton/vendor
+    mkdir -p /skeleton/vendor && cp -r vendor/. /skeleton/vendor/
 
 # --- 2. build: dependencies first (cached), then the workspace's own crates -------------------
 FROM rust:1-bookworm AS builder
