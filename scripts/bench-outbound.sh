@@ -119,9 +119,13 @@ scenario() {
                             channel_message_id, reply_to)
       SELECT '$ORG', conv.id, 'inbound', 'customer', 'hello?', 'slack', conv.id::text,
              jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
-      FROM conv RETURNING conversation_id)
-    INSERT INTO expert_queue (org_id, conversation_id, draft_body)
-    SELECT '$ORG', conversation_id, 'draft' FROM msg" >/dev/null
+      FROM conv RETURNING id, conversation_id),
+    d AS (
+      INSERT INTO drafts (org_id, conversation_id, message_id, body)
+      SELECT '$ORG', conversation_id, id, 'draft' FROM msg
+      RETURNING id, conversation_id, message_id, body)
+    INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body)
+    SELECT '$ORG', conversation_id, id, message_id, body FROM d" >/dev/null
   psql_b "SELECT q.id FROM expert_queue q JOIN conversations c ON c.id = q.conversation_id
           JOIN customers cu ON cu.id = c.customer_id
           WHERE cu.external_id LIKE '$tag-%' AND q.status = 'pending'" >"$work/items.txt"

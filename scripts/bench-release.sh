@@ -95,9 +95,13 @@ seed_items() {
       INSERT INTO messages (org_id, conversation_id, direction, author, body, channel, channel_message_id, reply_to)
       SELECT '$ORG_ID', conv.id, 'inbound', 'customer', 'Where is my order?', 'slack', conv.id::text,
              jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
-      FROM conv RETURNING conversation_id)
-    INSERT INTO expert_queue (org_id, conversation_id, draft_body, draft_confidence)
-    SELECT '$ORG_ID', conversation_id, 'It ships tomorrow.', 0.8 FROM msg RETURNING id" >"$file"
+      FROM conv RETURNING id, conversation_id),
+    d AS (
+      INSERT INTO drafts (org_id, conversation_id, message_id, body, confidence)
+      SELECT '$ORG_ID', conversation_id, id, 'It ships tomorrow.', 0.8 FROM msg
+      RETURNING id, conversation_id, message_id, body, confidence)
+    INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body, draft_confidence)
+    SELECT '$ORG_ID', conversation_id, id, message_id, body, confidence FROM d RETURNING id" >"$file"
 }
 
 # Seeds WARMUP + ITEMS fresh items for run $1 and releases them at RATE from one client

@@ -17,6 +17,8 @@ export class ApiError extends Error {
 interface Options {
   body?: unknown;
   idempotencyKey?: string;
+  /** The item version the user acted on: the server refuses (412) if it changed since. */
+  ifMatch?: number;
   signal?: AbortSignal;
 }
 
@@ -37,6 +39,7 @@ export async function api<T>(method: string, path: string, opts: Options = {}): 
   if (token) headers.authorization = `Bearer ${token}`;
   if (opts.body !== undefined) headers["content-type"] = "application/json";
   if (opts.idempotencyKey) headers["idempotency-key"] = opts.idempotencyKey;
+  if (opts.ifMatch !== undefined) headers["if-match"] = `"${opts.ifMatch}"`;
   const response = await fetch(path, {
     method,
     headers,
@@ -100,12 +103,12 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * a network failure or `idempotency_in_progress` (the first request is still running on
  * some pod) is retried with it, so the action happens at most once whatever the retries.
  */
-export async function act<T>(path: string, intent: string, body?: unknown): Promise<T> {
-  const idempotencyKey = keyFor(`${path}|${intent}|${JSON.stringify(body ?? null)}`);
+export async function act<T>(path: string, intent: string, body?: unknown, ifMatch?: number): Promise<T> {
+  const idempotencyKey = keyFor(`${path}|${intent}|${ifMatch ?? ""}|${JSON.stringify(body ?? null)}`);
   let lastError: unknown = null;
   for (let attempt = 0; attempt < 8; attempt++) {
     try {
-      return await api<T>("POST", path, { body: body ?? {}, idempotencyKey });
+      return await api<T>("POST", path, { body: body ?? {}, idempotencyKey, ifMatch });
     } catch (e) {
       lastError = e;
       const retry =

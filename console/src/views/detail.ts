@@ -35,6 +35,26 @@ export interface DetailPane {
   dispose(): void;
 }
 
+/**
+ * What changed on an item since the expert looked at `seen` (a 412, or a 409 that carries
+ * the whole item): the new customer message, the new draft, the state or the holder.
+ */
+export function explainChange(action: ActionName, seen: Item, now: Item, me: string): string {
+  const changes: string[] = [];
+  if (now.last_message && now.last_message.at !== seen.last_message?.at) {
+    changes.push(`the customer wrote again ("${now.last_message.preview}")`);
+  }
+  if ((now.draft?.id ?? null) !== (seen.draft?.id ?? null) || (now.draft?.text ?? null) !== (seen.draft?.text ?? null)) {
+    changes.push(now.draft ? "the agent wrote a new draft" : "the draft was sent or withdrawn");
+  }
+  if (now.status !== seen.status) changes.push(`it is ${STATUS_LABEL[now.status].toLowerCase()} now`);
+  if (now.claimed_by !== seen.claimed_by) {
+    changes.push(now.claimed_by ? (now.claimed_by === me ? "you hold it now" : `user ${shortId(now.claimed_by)} holds it now`) : "nobody holds it now");
+  }
+  const what = changes.length ? changes.join("; ") : "it changed";
+  return `Nothing was sent: ${what}. Review it again, then ${VERB[action]}.`;
+}
+
 /** Why an action was refused, in words, from the 409's `current` state. */
 export function explainConflict(action: ActionName, current: CurrentState | null, me: string, message: string): string {
   if (!current) return `Could not ${VERB[action]} this item: ${message}.`;
@@ -233,7 +253,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
       s === "claimed" && mine ? button("unclaim", "Unclaim", "U", true) : button("claim", "Claim", "C", s === "pending" || (s === "claimed" && !mine)),
       mode === "own"
         ? button("respond", sendLabel, "Control+Enter", open && text.length > 0, true)
-        : button("release", sendLabel, "Control+Enter", open && (text.length > 0 || item.draft !== null), true),
+        : button("release", sendLabel, "Control+Enter", open && text.length > 0, true),
       h("button", {
         type: "button",
         class: "link",
@@ -367,11 +387,13 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     let body: Record<string, unknown> | undefined;
     if (action === "release") {
       const text = composer.value;
-      if (!current.draft && !text.trim()) {
-        say("There is no draft: write a reply first.");
+      if (!text.trim()) {
+        say(current.draft ? "The reply is empty: write one, or use the agent's draft." : "There is no draft: write a reply first.");
         return;
       }
-      body = current.draft && text === current.draft.text ? {} : { body: text };
+      // Always the text on screen: what the expert saw is what is sent, never "whatever
+      // draft the server holds now" (an unedited draft is recorded as the agent's).
+      body = { body: text };
     } else if (action === "respond") {
       if (!composer.value.trim()) {
         say("Write a reply first.");
@@ -399,7 +421,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     renderActions();
     void (async () => {
       try {
-        const answer = await act<ActionAnswer>(`/expert-queue/${current.id}/${action}`, `v${current.version}`, body);
+        const answer = await act<ActionAnswer>(`/expert-queue/${current.id}/${action}`, `v${current.version}`, body, current.version);
         item = answer.item;
         store.upsert(answer.item);
         const message = answer.message as { id: string; author: string; body: string; created_at: string; delivery_status?: string } | undefined;
@@ -430,7 +452,13 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
         if (action === "snooze") snoozeInput.value = "";
         say(done(action, answer.item), "info");
       } catch (e) {
-        if (e instanceof ApiError && e.status === 409) {
+        const whole = e instanceof ApiError ? (e.current as unknown as Item | null) : null;
+        if (e instanceof ApiError && (e.status === 412 || e.code === "no_draft" || e.code === "stale_draft") && whole && "id" in whole) {
+          // The item as it is now came with the refusal: show it, with what changed.
+          say(explainChange(action, current, whole, me));
+          item = whole;
+          store.upsert(whole);
+        } else if (e instanceof ApiError && e.status === 409) {
           say(explainConflict(action, e.current, me, e.message));
           try {
             const fresh = await api<Item>("GET", `/expert-queue/${current.id}`);

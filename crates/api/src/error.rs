@@ -212,11 +212,13 @@ pub struct ErrorBody {
 /// A 409 from a queue item action: the item's state now, so the client can refresh it.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ConflictBody {
-    /// `conflict` or `idempotency_in_progress`.
+    /// `conflict`, `no_draft`, `stale_draft`, `precondition_failed` (412) or
+    /// `idempotency_in_progress`.
     pub code: String,
     /// For humans.
     pub message: String,
-    /// Absent for `idempotency_in_progress`.
+    /// Absent for `idempotency_in_progress`; the whole item (as `GET /expert-queue/{id}`
+    /// answers) for `no_draft`, `stale_draft` and `precondition_failed`.
     pub current: Option<CurrentState>,
 }
 

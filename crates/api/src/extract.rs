@@ -112,3 +112,75 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for RequestId {
         ))
     }
 }
+
+/// `If-Match: "<version>"` (or `W/"<version>"`; `*` or no header: any version), for
+/// optimistic concurrency on a queue item: the action applies only to the version the
+/// client saw. Anything else is 400 `invalid_if_match`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IfMatch(pub Option<i32>);
+
+impl IfMatch {
+    /// Parses one header value.
+    pub fn parse(value: &str) -> Result<IfMatch, ApiError> {
+        let value = value.trim();
+        if value == "*" {
+            return Ok(IfMatch(None));
+        }
+        let tag = value.strip_prefix("W/").unwrap_or(value);
+        tag.strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .and_then(|v| v.parse::<i32>().ok())
+            .map(|v| IfMatch(Some(v)))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_if_match",
+                    "If-Match must be one entity tag as an ETag gave it, e.g. \"3\"",
+                )
+            })
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for IfMatch {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let mut values = parts.headers.get_all(axum::http::header::IF_MATCH).iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
+            return match parts.headers.contains_key(axum::http::header::IF_MATCH) {
+                true => Err(ApiError::bad_request(
+                    "invalid_if_match",
+                    "send one If-Match header",
+                )),
+                false => Ok(IfMatch(None)),
+            };
+        };
+        let text = value.to_str().map_err(|_| {
+            ApiError::bad_request("invalid_if_match", "If-Match is not visible ASCII")
+        })?;
+        IfMatch::parse(text)
+    }
+}
+
+/// The `ETag` of a queue item at `version`.
+pub fn etag(version: i32) -> axum::http::HeaderValue {
+    axum::http::HeaderValue::from_str(&format!("\"{version}\""))
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("\"0\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IfMatch;
+
+    #[test]
+    fn if_match_takes_one_quoted_version() {
+        assert_eq!(IfMatch::parse("\"7\"").ok().and_then(|m| m.0), Some(7));
+        assert_eq!(IfMatch::parse("W/\"7\"").ok().and_then(|m| m.0), Some(7));
+        assert_eq!(IfMatch::parse("*").ok().map(|m| m.0), Some(None));
+        for bad in ["7", "\"x\"", "\"1\", \"2\"", ""] {
+            assert!(IfMatch::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -32,7 +32,7 @@ use switchboard_domain::{EventKind, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
 use switchboard_store::outbox::{self, NewReply, ReplyAuthor};
-use switchboard_store::queue::{self, Current, ItemRow, Transition};
+use switchboard_store::queue::{self, Current, ItemRow, Refusal, Transition};
 use uuid::Uuid;
 
 use QueueStatus::{AwaitingClient, Claimed, Pending, Resolved, Snoozed};
@@ -128,6 +128,23 @@ pub enum ActionError {
     /// The item is not in a state the action allows (or someone else holds it).
     #[error("the item is {} (version {})", .0.status.as_str(), .0.version)]
     Conflict(Current),
+    /// The client saw another version (`If-Match`); the item as it is now.
+    #[error("the item changed (version {})", .0.version)]
+    Precondition(Box<ItemRow>),
+    /// A release without a body, and the item holds no draft (it was sent, or none came).
+    #[error("the item holds no draft to send")]
+    NoDraft(Box<ItemRow>),
+    /// A release without a body of a draft that answers an older customer message.
+    #[error("the draft answers an older customer message")]
+    StaleDraft(Box<ItemRow>),
+    /// A reopen while the conversation already has another live item.
+    #[error("the conversation already has a live item {live_item_id}")]
+    LiveItem {
+        /// The item's own state.
+        current: Current,
+        /// The conversation's live item.
+        live_item_id: Uuid,
+    },
     /// The item does not exist (any more) in this org.
     #[error("queue item not found")]
     NotFound,
@@ -171,7 +188,8 @@ pub struct Done {
     pub changed: bool,
 }
 
-/// Carries out `action` on item `item_id` of `org_id` inside `tx`; nothing is committed.
+/// Carries out `action` on item `item_id` of `org_id` inside `tx`, when the item still has
+/// version `if_match` (if given); nothing is committed.
 pub async fn apply(
     tx: &mut PgConnection,
     faults: &Faults,
@@ -179,6 +197,7 @@ pub async fn apply(
     item_id: Uuid,
     actor: &Actor,
     action: &Action,
+    if_match: Option<i32>,
 ) -> Result<Done, ActionError> {
     let admin = actor.role == Role::Admin;
     let holder = match action {
@@ -226,15 +245,15 @@ pub async fn apply(
         not_held_by_other_than: guard,
         reply,
         needs_reply,
+        if_match,
     };
-    let updated = match queue::transition(&mut *tx, &transition).await {
-        Ok(updated) => updated,
-        // Reopening a resolved item while the conversation has a newer live one.
-        Err(StoreError::Conflict) => return refused(tx, org_id, item_id, actor, action).await,
-        Err(e) => return Err(e.into()),
+    let updated = if *action == Action::Reopen {
+        reopen(tx, &transition).await?
+    } else {
+        queue::transition(&mut *tx, &transition).await?
     };
     let Some(updated) = updated else {
-        return refused(tx, org_id, item_id, actor, action).await;
+        return refused(tx, &transition, actor, action).await;
     };
     faults.check(Step::AfterTransition).await?;
     let item = &updated.item;
@@ -271,6 +290,7 @@ pub async fn apply(
                 author,
                 user_id: actor.user_id,
                 body: &body,
+                answers: updated.answers,
             },
         )
         .await?;
@@ -334,33 +354,80 @@ pub async fn apply(
     })
 }
 
-/// Explains why a transition matched no row: the item is gone, or it is in another state
-/// (a conflict carrying its state now), except that claiming an item one already holds (a
-/// repeated click) is a success that changes nothing.
+/// A reopen inside a savepoint: reopening a resolved item while the conversation has a
+/// newer live one breaks the one-live-item index (AA5), and the failed statement must not
+/// abort the caller's transaction, which then reads what to answer.
+async fn reopen(
+    tx: &mut PgConnection,
+    transition: &Transition<'_>,
+) -> Result<Option<queue::Transitioned>, ActionError> {
+    use sqlx::Connection;
+    let mut savepoint = tx.begin().await?;
+    match queue::transition(&mut *savepoint, transition).await {
+        Ok(updated) => {
+            savepoint.commit().await?;
+            Ok(updated)
+        }
+        Err(StoreError::Conflict) => {
+            savepoint.rollback().await?;
+            let current = queue::current(&mut *tx, transition.org_id, transition.id)
+                .await?
+                .ok_or(ActionError::NotFound)?;
+            let live_item_id = queue::live_sibling(&mut *tx, transition.id)
+                .await?
+                .ok_or(ActionError::Conflict(current))?;
+            Err(ActionError::LiveItem {
+                current,
+                live_item_id,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Explains why a transition matched no row: the item is gone, in another state (a
+/// conflict carrying its state now), at another version than the client saw, or without a
+/// current draft to send; except that claiming an item one already holds (a repeated click)
+/// is a success that changes nothing.
 async fn refused(
     tx: &mut PgConnection,
-    org_id: Uuid,
-    item_id: Uuid,
+    transition: &Transition<'_>,
     actor: &Actor,
     action: &Action,
 ) -> Result<Done, ActionError> {
-    let current = queue::current(&mut *tx, org_id, item_id)
+    let refusal = queue::explain(&mut *tx, transition)
         .await?
         .ok_or(ActionError::NotFound)?;
-    if *action == Action::Claim
-        && current.status == Claimed
-        && current.claimed_by == Some(actor.user_id)
-    {
-        let item = queue::get(&mut *tx, item_id)
-            .await?
-            .ok_or(ActionError::NotFound)?;
-        return Ok(Done {
-            item,
-            reply: None,
-            changed: false,
-        });
+    if let Refusal::State(current) = &refusal {
+        if *action == Action::Claim
+            && current.status == Claimed
+            && current.claimed_by == Some(actor.user_id)
+            && transition.if_match.is_none_or(|v| v == current.version)
+        {
+            let item = queue::get(&mut *tx, transition.id)
+                .await?
+                .ok_or(ActionError::NotFound)?;
+            return Ok(Done {
+                item,
+                reply: None,
+                changed: false,
+            });
+        }
     }
-    Err(ActionError::Conflict(current))
+    if let Refusal::State(current) = refusal {
+        return Err(ActionError::Conflict(current));
+    }
+    let item = Box::new(
+        queue::get(&mut *tx, transition.id)
+            .await?
+            .ok_or(ActionError::NotFound)?,
+    );
+    Err(match refusal {
+        Refusal::State(current) => ActionError::Conflict(current),
+        Refusal::Version => ActionError::Precondition(item),
+        Refusal::NoDraft => ActionError::NoDraft(item),
+        Refusal::StaleDraft => ActionError::StaleDraft(item),
+    })
 }
 
 /// After the commit: push the reply's `channel-outbound` job (the outbox sweeper covers a

@@ -8,7 +8,7 @@ pub enum StoreError {
     InvalidUrl,
     /// A query failed.
     #[error("database error: {0}")]
-    Sqlx(#[from] sqlx::Error),
+    Sqlx(#[source] sqlx::Error),
     /// A migration failed.
     #[error("migration failed: {0}")]
     Migrate(#[source] sqlx::migrate::MigrateError),
@@ -27,6 +27,15 @@ pub enum StoreError {
     /// The database returned something the code does not expect.
     #[error("unexpected: {0}")]
     Unexpected(String),
+}
+
+/// Every `?` on a query classifies its error, so a unique or foreign-key violation is
+/// [`StoreError::Conflict`] / [`StoreError::MissingReference`] (a 409 / 422) wherever it
+/// happens, with no call site that can forget it and turn a 409 into a 500.
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        StoreError::classify(error)
+    }
 }
 
 impl StoreError {

@@ -38,6 +38,8 @@ pub struct NewReply<'a> {
     pub user_id: Uuid,
     /// The text.
     pub body: &'a str,
+    /// The latest customer message the release saw: what this reply answers.
+    pub answers: Option<Uuid>,
 }
 
 /// Inserts the outbound message (delivery status `queued`, `created_at` the transaction's
@@ -52,8 +54,8 @@ pub async fn insert_reply<'e>(
     sqlx::query_scalar(
         "WITH m AS (
            INSERT INTO messages (id, org_id, conversation_id, direction, author, author_user_id,
-                                 body, channel, delivery_status)
-           SELECT $1, c.org_id, c.id, 'outbound', $3::message_author, $4, $5, c.channel, 'queued'
+                                 body, channel, delivery_status, answers_message_id)
+           SELECT $1, c.org_id, c.id, 'outbound', $3::message_author, $4, $5, c.channel, 'queued', $6
            FROM conversations c WHERE c.id = $2
            RETURNING id, org_id, conversation_id)
          INSERT INTO outbox (org_id, conversation_id, message_id, connection_id, channel, payload)
@@ -74,6 +76,7 @@ pub async fn insert_reply<'e>(
     .bind(reply.author.as_str())
     .bind(reply.user_id)
     .bind(reply.body)
+    .bind(reply.answers)
     .fetch_one(db)
     .await
     .map_err(StoreError::classify)

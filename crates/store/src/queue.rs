@@ -202,6 +202,8 @@ pub struct Transition<'a> {
     /// is refused when neither exists.
     pub reply: Option<&'a str>,
     pub needs_reply: bool,
+    /// The version the client saw (`If-Match`); refused when the item has another.
+    pub if_match: Option<i32>,
 }
 
 /// The item after a transition, as a console row, with the reply it is released with.
@@ -210,35 +212,70 @@ pub struct Transitioned {
     /// The item as the console shows it.
     #[sqlx(flatten)]
     pub item: ItemRow,
-    /// The draft, for comparing an edited release with it.
+    /// The draft the item held before (a release or respond retires it), for comparing an
+    /// edited release with it.
     pub draft: Option<String>,
     /// Release and respond: the text to send.
     pub reply: Option<String>,
     /// The transaction's time, which is every row's `now()` in it (the reply's `created_at`).
     pub at: DateTime<Utc>,
+    /// Release and respond: the conversation's latest customer message as this statement
+    /// saw it, which the reply answers.
+    pub answers: Option<Uuid>,
+}
+
+/// A draft is current when it answers the conversation's latest customer message; `{q}`
+/// names the queue row. Releasing without a body sends only a current draft.
+fn draft_is_current(q: &str) -> String {
+    format!(
+        "COALESCE({q}.draft_message_id, (SELECT d.message_id FROM drafts d WHERE d.id = {q}.draft_id)) =
+         (SELECT m.id FROM messages m
+          WHERE m.conversation_id = {q}.conversation_id AND m.direction = 'inbound'
+          ORDER BY m.created_at DESC, m.id DESC LIMIT 1)"
+    )
 }
 
 /// Applies a transition in one statement that also reads the item back as a console row;
-/// `None` when the item is not in a state it allows (the caller then reads [`current`] to
-/// explain the refusal).
+/// `None` when the item is not in a state it allows, holds another version than
+/// `if_match`, or (release without a body) holds no current draft: the caller then reads
+/// [`explain`] to say which. A release or respond retires the draft it answers with: an
+/// item never offers the same draft twice.
+///
+/// The row is locked first (`FOR UPDATE` in the first CTE reads the latest committed
+/// version, whatever committed while this statement waited), so the draft that is sent is
+/// the one the conditions were checked against.
 pub async fn transition<'e>(
     db: impl PgExecutor<'e>,
     t: &Transition<'_>,
 ) -> Result<Option<Transitioned>, StoreError> {
     let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
     let sql = format!(
-        "WITH q AS (
-           UPDATE expert_queue SET
-             status = $3, version = version + 1, updated_at = now(),
+        "WITH old AS (
+           SELECT id, draft_body FROM expert_queue WHERE id = $1 AND org_id = $2 FOR UPDATE
+         ), q AS (
+           UPDATE expert_queue e SET
+             status = $3, version = e.version + 1, updated_at = now(),
              claimed_by = $4, snoozed_until = $5,
-             resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END
-           WHERE id = $1 AND org_id = $2
-             AND status::text = ANY($6)
-             AND ($7::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $7)
-             AND (NOT $9 OR COALESCE($8, draft_body, '') <> '')
-           RETURNING *, COALESCE($8, draft_body) AS reply)
-         SELECT {ITEM_COLUMNS}, q.draft_body AS draft, q.reply, now() AS at
-         FROM q {ITEM_JOINS}"
+             resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END,
+             draft_id = CASE WHEN $9 THEN NULL ELSE e.draft_id END,
+             draft_message_id = CASE WHEN $9 THEN NULL ELSE e.draft_message_id END,
+             draft_body = CASE WHEN $9 THEN NULL ELSE e.draft_body END,
+             draft_confidence = CASE WHEN $9 THEN NULL ELSE e.draft_confidence END,
+             draft_cost_usd = CASE WHEN $9 THEN NULL ELSE e.draft_cost_usd END
+           FROM old
+           WHERE e.id = old.id
+             AND e.status::text = ANY($6)
+             AND ($7::uuid IS NULL OR e.claimed_by IS NULL OR e.claimed_by = $7)
+             AND ($10::int IS NULL OR e.version = $10)
+             AND (NOT $9 OR $8::text IS NOT NULL
+                  OR (COALESCE(e.draft_body, '') <> '' AND {current}))
+           RETURNING e.*, old.draft_body AS old_draft, COALESCE($8, old.draft_body) AS reply,
+             CASE WHEN $9 THEN (SELECT m.id FROM messages m
+                                WHERE m.conversation_id = e.conversation_id AND m.direction = 'inbound'
+                                ORDER BY m.created_at DESC, m.id DESC LIMIT 1) END AS answers)
+         SELECT {ITEM_COLUMNS}, q.old_draft AS draft, q.reply, now() AS at, q.answers
+         FROM q {ITEM_JOINS}",
+        current = draft_is_current("e"),
     );
     sqlx::query_as(&sql)
         .bind(t.id)
@@ -250,7 +287,82 @@ pub async fn transition<'e>(
         .bind(t.not_held_by_other_than)
         .bind(t.reply)
         .bind(t.needs_reply)
+        .bind(t.if_match)
         .fetch_optional(db)
         .await
         .map_err(StoreError::classify)
+}
+
+/// Why a transition matched no row, in the order a client is told: the state (or the
+/// holder) first, then the version it saw, then the draft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The item is in a state the transition does not start from, or someone else holds it.
+    State(Current),
+    /// The item has another version than `If-Match` said.
+    Version,
+    /// A release without a body, and the item holds no draft.
+    NoDraft,
+    /// A release without a body, and the draft answers an older customer message.
+    StaleDraft,
+}
+
+/// Explains why `t` matched no row; `None` when the item does not exist in this org.
+pub async fn explain<'e>(
+    db: impl PgExecutor<'e>,
+    t: &Transition<'_>,
+) -> Result<Option<Refusal>, StoreError> {
+    let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
+    let row: Option<(QueueStatus, i32, Option<Uuid>, bool, bool, bool, bool)> = sqlx::query_as(&format!(
+        "SELECT status, version, claimed_by,
+                status::text = ANY($3) AND ($4::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $4),
+                $5::int IS NULL OR version = $5,
+                COALESCE(draft_body, '') <> '',
+                COALESCE({current}, false)
+         FROM expert_queue q WHERE id = $1 AND org_id = $2",
+        current = draft_is_current("q"),
+    ))
+    .bind(t.id)
+    .bind(t.org_id)
+    .bind(&from)
+    .bind(t.not_held_by_other_than)
+    .bind(t.if_match)
+    .fetch_optional(db)
+    .await?;
+    let Some((status, version, claimed_by, state_ok, version_ok, has_draft, current)) = row
+    else {
+        return Ok(None);
+    };
+    Ok(Some(if !state_ok {
+        Refusal::State(Current {
+            status,
+            version,
+            claimed_by,
+        })
+    } else if !version_ok {
+        Refusal::Version
+    } else if t.needs_reply && t.reply.is_none() && !has_draft {
+        Refusal::NoDraft
+    } else if t.needs_reply && t.reply.is_none() && !current {
+        Refusal::StaleDraft
+    } else {
+        // Changed between the two statements: the state it is in now explains it.
+        Refusal::State(Current {
+            status,
+            version,
+            claimed_by,
+        })
+    }))
+}
+
+/// The conversation's live item other than `id` (a reopen that would make a second one).
+pub async fn live_sibling<'e>(db: impl PgExecutor<'e>, id: Uuid) -> Result<Option<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT o.id FROM expert_queue q JOIN expert_queue o
+           ON o.conversation_id = q.conversation_id AND o.id <> q.id AND o.status <> 'resolved'
+         WHERE q.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await?)
 }

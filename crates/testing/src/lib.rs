@@ -209,13 +209,18 @@ pub async fn seed_queue_items(db: &TestDb, org: Uuid, connection: Uuid, n: i64) 
                                  channel_message_id, reply_to)
            SELECT $1, conv.id, 'inbound', 'customer', 'Where is my order?', 'slack',
                   conv.id::text, jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
-           FROM conv RETURNING conversation_id
+           FROM conv RETURNING id, conversation_id
+         ), d AS (
+           INSERT INTO drafts (org_id, conversation_id, message_id, body, confidence)
+           SELECT $1, conversation_id, id, 'It ships tomorrow.', 0.8 FROM msg
+           RETURNING id, conversation_id, message_id, body, confidence
          )
-         INSERT INTO expert_queue (org_id, conversation_id, draft_body, draft_confidence, created_at, updated_at)
-         SELECT $1, msg.conversation_id, 'It ships tomorrow.', 0.8,
+         INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body,
+                                   draft_confidence, created_at, updated_at)
+         SELECT $1, d.conversation_id, d.id, d.message_id, d.body, d.confidence,
                 clock_timestamp() - (($4 - row_number() OVER ()) || ' ms')::interval,
                 clock_timestamp() - (($4 - row_number() OVER ()) || ' ms')::interval
-         FROM msg
+         FROM d
          RETURNING id",
     )
     .bind(org)

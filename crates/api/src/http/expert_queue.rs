@@ -6,7 +6,7 @@
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::error::{ConflictBody, ErrorBody};
-use crate::extract::{Json, Path, Query, RequestId};
+use crate::extract::{IfMatch, Json, Path, Query, RequestId, etag};
 use crate::http::pagination;
 use crate::idempotency::{Begin, Idempotent, KeyGuard};
 use crate::state::AppState;
@@ -242,17 +242,18 @@ async fn item_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid
 }
 
 #[utoipa::path(get, path = "/expert-queue/{id}", tag = "expert-queue", security(("bearer" = [])), params(("id" = Uuid, Path)),
-    responses((status = 200, body = ItemView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ItemView, headers(("ETag" = String, description = "`\"<version>\"`: send it back as `If-Match`"))), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<Uuid>,
-) -> ApiResult<Json<ItemView>> {
+) -> ApiResult<Response> {
     item_org(&state, &caller, id).await?;
     let row = queue::get(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("queue item"))?;
-    Ok(Json(row.into()))
+    let tag = etag(row.version);
+    Ok(([(axum::http::header::ETAG, tag)], Json(ItemView::from(row))).into_response())
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -289,66 +290,74 @@ fn reply_text(body: Option<String>, required: bool) -> ApiResult<Option<String>>
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/claim", tag = "expert-queue", security(("bearer" = [])), description = "Take the item (the holder again: 200, no change)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn claim(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |_| Ok(Action::Claim)).await
+    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Claim)).await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/unclaim", tag = "expert-queue", security(("bearer" = [])), description = "Give the item back (the holder, or an admin)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn unclaim(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |_| Ok(Action::Unclaim)).await
+    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Unclaim)).await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/assign", tag = "expert-queue", security(("bearer" = [])), description = "Give the item to a member (admins)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = AssignBody, 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = AssignBody, 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn assign(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<AssignBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |b| {
+    act(state, caller, rid, id, if_match, req, |b| {
         Ok(Action::Assign { user_id: b.user_id })
     })
     .await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/release", tag = "expert-queue", security(("bearer" = [])), description = "F3: send the draft, or the edited body",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = ReleaseBody, 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = ReleaseBody, 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn release(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<ReleaseBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |b| {
+    act(state, caller, rid, id, if_match, req, |b| {
         Ok(Action::Release {
             body: reply_text(b.body.clone(), false)?,
         })
@@ -357,18 +366,20 @@ async fn release(
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/respond", tag = "expert-queue", security(("bearer" = [])), description = "Send the expert's own reply instead of the draft",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = RespondBody, 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = RespondBody, 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn respond(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<RespondBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |b| {
+    act(state, caller, rid, id, if_match, req, |b| {
         Ok(Action::Respond {
             body: reply_text(b.body.clone(), true)?.unwrap_or_default(),
         })
@@ -377,33 +388,37 @@ async fn respond(
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/resolve", tag = "expert-queue", security(("bearer" = [])), description = "Close the item",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn resolve(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |_| Ok(Action::Resolve)).await
+    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Resolve)).await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/snooze", tag = "expert-queue", security(("bearer" = [])), description = "Put the item aside until a time in the future",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), request_body = SnoozeBody, 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = SnoozeBody, 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn snooze(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<SnoozeBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |b| match b.until {
+    act(state, caller, rid, id, if_match, req, |b| match b.until {
         Some(until) if until > Utc::now() => Ok(Action::Snooze { until }),
         Some(_) => Err(ApiError::validation("until must be in the future")),
         None => Err(ApiError::validation("until is required (an RFC 3339 time)")),
@@ -412,18 +427,20 @@ async fn snooze(
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/reopen", tag = "expert-queue", security(("bearer" = [])), description = "Bring the item back to pending",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")), 
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
     responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs", body = ConflictBody),
+        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
         (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
 async fn reopen(
     state: State<AppState>,
     caller: Caller,
     rid: RequestId,
     id: Path<Uuid>,
+    if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, req, |_| Ok(Action::Reopen)).await
+    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Reopen)).await
 }
 
 /// Every action's request: access (404/403), validation, the Idempotency-Key, then one
@@ -433,6 +450,7 @@ async fn act<T>(
     caller: Caller,
     RequestId(request_id): RequestId,
     Path(id): Path<Uuid>,
+    IfMatch(if_match): IfMatch,
     req: Idempotent<T>,
     action: impl FnOnce(&T) -> ApiResult<Action>,
 ) -> ApiResult<Response> {
@@ -447,7 +465,7 @@ async fn act<T>(
         Begin::Answer(response) => return Ok(response),
         Begin::Run(guard) => guard,
     };
-    match run(&state, org_id, id, &actor, &action, guard.as_ref()).await {
+    match run(&state, org_id, id, &actor, &action, if_match, guard.as_ref()).await {
         Ok(response) => Ok(response),
         Err(error) => {
             if let Some(guard) = guard {
@@ -464,10 +482,11 @@ async fn run(
     id: Uuid,
     actor: &Actor,
     action: &Action,
+    if_match: Option<i32>,
     guard: Option<&KeyGuard>,
 ) -> ApiResult<Response> {
     let mut tx = state.db.begin().await.map_err(store)?;
-    let done = expert::apply(&mut tx, &state.flows.faults, org_id, id, actor, action)
+    let done = expert::apply(&mut tx, &state.flows.faults, org_id, id, actor, action, if_match)
         .await
         .map_err(refusal)?;
     let body = answer(&done);
@@ -484,7 +503,12 @@ async fn run(
         }
     }
     expert::after_commit(&state.flows, &done).await;
-    Ok((StatusCode::OK, axum::Json(body)).into_response())
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::ETAG, etag(done.item.version))],
+        axum::Json(body),
+    )
+        .into_response())
 }
 
 /// What an action answers (and what its Idempotency-Key replays).
@@ -521,6 +545,10 @@ fn answer(done: &Done) -> Value {
     serde_json::to_value(answer).unwrap_or(Value::Null)
 }
 
+fn item_view(row: ItemRow) -> Value {
+    serde_json::to_value(ItemView::from(row)).unwrap_or(Value::Null)
+}
+
 fn store(e: sqlx::Error) -> ApiError {
     switchboard_store::StoreError::from(e).into()
 }
@@ -536,6 +564,42 @@ fn refusal(error: ActionError) -> ApiError {
                 .unwrap_or_default()
         ))
         .with_field("current", json!(current)),
+        ActionError::Precondition(item) => ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition_failed",
+            format!(
+                "the item changed: it is at version {} (review it again before acting)",
+                item.version
+            ),
+        )
+        .with_field("current", item_view(*item)),
+        ActionError::NoDraft(item) => ApiError::new(
+            StatusCode::CONFLICT,
+            "no_draft",
+            "the item holds no draft to send: write the reply, or wait for the agent's draft",
+        )
+        .with_field("current", item_view(*item)),
+        ActionError::StaleDraft(item) => ApiError::new(
+            StatusCode::CONFLICT,
+            "stale_draft",
+            "the draft answers an older customer message: review the conversation again",
+        )
+        .with_field("current", item_view(*item)),
+        ActionError::LiveItem {
+            current,
+            live_item_id,
+        } => ApiError::conflict(format!(
+            "the conversation already has a live item ({live_item_id}): act on that one"
+        ))
+        .with_field(
+            "current",
+            json!({
+                "status": current.status,
+                "version": current.version,
+                "claimed_by": current.claimed_by,
+                "live_item_id": live_item_id,
+            }),
+        ),
         ActionError::NotFound => ApiError::not_found("queue item"),
         ActionError::Forbidden => ApiError::forbidden(),
         ActionError::Invalid(message) => ApiError::validation(message),

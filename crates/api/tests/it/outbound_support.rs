@@ -234,10 +234,15 @@ pub async fn seed_item(db: &TestDb, org: Uuid, channel: &str, conn: Uuid, reply_
            INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
                                  channel_message_id, reply_to)
            SELECT $1, conv.id, 'inbound', 'customer', 'Where is my order?', $2::channel_kind, $3, $5
-           FROM conv RETURNING conversation_id
+           FROM conv RETURNING id, conversation_id
+         ), d AS (
+           INSERT INTO drafts (org_id, conversation_id, message_id, body, confidence)
+           SELECT $1, conversation_id, id, 'It ships tomorrow.', 0.8 FROM msg
+           RETURNING id, conversation_id, message_id, body, confidence
          )
-         INSERT INTO expert_queue (org_id, conversation_id, draft_body, draft_confidence)
-         SELECT $1, msg.conversation_id, 'It ships tomorrow.', 0.8 FROM msg RETURNING id",
+         INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body,
+                                   draft_confidence)
+         SELECT $1, d.conversation_id, d.id, d.message_id, d.body, d.confidence FROM d RETURNING id",
     )
     .bind(org)
     .bind(channel)

@@ -26,8 +26,8 @@ fn history_append(context: &str, entry: &str, keep: &str) -> String {
 /// Stores customer messages, one per input row, and everything that follows from each, in
 /// one statement: the customer (written only when new or renamed: an unchanged customer
 /// costs no row version), the open conversation (found or created, its history extended),
-/// the message, the item of an `awaiting_client` or `snoozed` conversation turned back to
-/// `pending` (the client answered), and the `message_created` and `queue_item_updated`
+/// the message, the conversation's live item at a new version (an `awaiting_client` or
+/// `snoozed` one turned back to `pending`: the client answered), and the `message_created` and `queue_item_updated`
 /// events in the event outbox. Committed without waiting for the disk (see the job's step
 /// 2). The rows' customers must be distinct (one statement cannot update a row twice), and
 /// existing conversations are written in id order, as [`STORE_DRAFTS`] writes them, so
@@ -110,10 +110,16 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
            WHERE NOT EXISTS (SELECT 1 FROM earlier e WHERE e.n = i.n)
            RETURNING id, conversation_id
          ), reopened AS (
-           UPDATE expert_queue AS q SET status = 'pending', version = version + 1,
-                  snoozed_until = NULL, updated_at = now()
+           -- Every live item of the conversation gets a new version (the expert must see the
+           -- message before acting: `If-Match`); an awaiting or snoozed one is pending again.
+           UPDATE expert_queue AS q SET
+             status = CASE WHEN status IN ('awaiting_client', 'snoozed')
+                           THEN 'pending'::queue_status ELSE status END,
+             snoozed_until = CASE WHEN status IN ('awaiting_client', 'snoozed')
+                                  THEN NULL ELSE snoozed_until END,
+             version = version + 1, updated_at = now()
            WHERE conversation_id IN (SELECT conversation_id FROM message)
-             AND status IN ('awaiting_client', 'snoozed')
+             AND status <> 'resolved'
            RETURNING q.*
          ), events AS (
            INSERT INTO event_outbox (org_id, event, payload)
@@ -176,18 +182,36 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                  ORDER BY conversation_id) i
            WHERE conversations.id = i.conversation_id RETURNING conversations.id
          ), item AS (
-           INSERT INTO expert_queue (org_id, conversation_id, status, draft_id, draft_body,
-                                     draft_confidence, draft_cost_usd, flagged_for_review, sla_due_at)
-           SELECT i.org_id, i.conversation_id, 'pending'::queue_status, i.draft_id, i.body,
-                  i.confidence, i.cost::numeric, i.fallback, now() + interval '1 hour'
+           -- Only a draft whose message no released reply has answered yet reaches the
+           -- item; on an item it replaces only a draft of an older message, and it brings an
+           -- `awaiting_client` item back to pending: the message came while the expert was
+           -- releasing the previous draft, and is answered by nothing yet.
+           INSERT INTO expert_queue (org_id, conversation_id, status, draft_id, draft_message_id,
+                                     draft_body, draft_confidence, draft_cost_usd,
+                                     flagged_for_review, sla_due_at)
+           SELECT i.org_id, i.conversation_id, 'pending'::queue_status, i.draft_id, i.message_id,
+                  i.body, i.confidence, i.cost::numeric, i.fallback, now() + interval '1 hour'
            FROM input i WHERE i.conversation_id IN (SELECT id FROM history)
+             AND NOT EXISTS (
+               SELECT 1 FROM messages o
+               JOIN messages a ON a.id = o.answers_message_id
+               JOIN messages m ON m.id = i.message_id
+               WHERE o.conversation_id = i.conversation_id AND o.direction = 'outbound'
+                 AND (a.created_at, a.id) >= (m.created_at, m.id))
            ORDER BY i.conversation_id
            ON CONFLICT (conversation_id) WHERE status <> 'resolved' DO UPDATE SET
-             draft_id = EXCLUDED.draft_id,
-             draft_body = EXCLUDED.draft_body,
-             draft_confidence = EXCLUDED.draft_confidence,
-             draft_cost_usd = EXCLUDED.draft_cost_usd,
-             flagged_for_review = expert_queue.flagged_for_review OR EXCLUDED.flagged_for_review,
+             draft_id = CASE WHEN {newer} THEN EXCLUDED.draft_id ELSE expert_queue.draft_id END,
+             draft_message_id = CASE WHEN {newer} THEN EXCLUDED.draft_message_id
+                                     ELSE expert_queue.draft_message_id END,
+             draft_body = CASE WHEN {newer} THEN EXCLUDED.draft_body ELSE expert_queue.draft_body END,
+             draft_confidence = CASE WHEN {newer} THEN EXCLUDED.draft_confidence
+                                     ELSE expert_queue.draft_confidence END,
+             draft_cost_usd = CASE WHEN {newer} THEN EXCLUDED.draft_cost_usd
+                                   ELSE expert_queue.draft_cost_usd END,
+             flagged_for_review = expert_queue.flagged_for_review
+                                  OR ({newer} AND EXCLUDED.flagged_for_review),
+             status = CASE WHEN expert_queue.status = 'awaiting_client'
+                           THEN 'pending'::queue_status ELSE expert_queue.status END,
              version = expert_queue.version + 1,
              updated_at = now()
            RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,
@@ -207,8 +231,18 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
          SELECT i.event_id FROM input i JOIN item ON item.conversation_id = i.conversation_id",
         append = history_append("conversations.agent_context", "i.entry", "$10"),
         item = QUEUE_ITEM_PAYLOAD_SQL,
+        newer = NEWER_DRAFT,
     )
 });
+
+/// Inside `ON CONFLICT … DO UPDATE` of the queue item: whether the incoming draft
+/// (`EXCLUDED.draft_message_id`) answers a newer customer message than the item's draft, or
+/// the item holds none. A slow draft never replaces the draft of a later message.
+const NEWER_DRAFT: &str = "(expert_queue.draft_id IS NULL OR
+  (SELECT ROW(m.created_at, m.id) FROM messages m WHERE m.id = COALESCE(
+     expert_queue.draft_message_id,
+     (SELECT d.message_id FROM drafts d WHERE d.id = expert_queue.draft_id)))
+  < (SELECT ROW(m.created_at, m.id) FROM messages m WHERE m.id = EXCLUDED.draft_message_id))";
 
 /// Marks the inbox event `$1` processed.
 pub const MARK_PROCESSED: &str = "

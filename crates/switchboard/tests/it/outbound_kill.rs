@@ -24,10 +24,14 @@ async fn seed_item(db: &TestDb, org: Uuid, connection: Uuid) -> Uuid {
                                  channel_message_id, reply_to)
            SELECT $1, conv.id, 'inbound', 'customer', 'hello?', 'slack', 'C1:1.5',
                   '{\"channel\": \"C1\", \"thread_ts\": \"1.5\"}'::jsonb
-           FROM conv RETURNING conversation_id
+           FROM conv RETURNING id, conversation_id
+         ), d AS (
+           INSERT INTO drafts (org_id, conversation_id, message_id, body)
+           SELECT $1, conversation_id, id, 'On its way.' FROM msg
+           RETURNING id, conversation_id, message_id, body
          )
-         INSERT INTO expert_queue (org_id, conversation_id, draft_body)
-         SELECT $1, conversation_id, 'On its way.' FROM msg RETURNING id",
+         INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body)
+         SELECT $1, conversation_id, id, message_id, body FROM d RETURNING id",
     )
     .bind(org)
     .bind(connection)

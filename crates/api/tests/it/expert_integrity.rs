@@ -1,0 +1,413 @@
+//! What the expert saw is what is sent (SPEC §11), on two pods with the real inbound flow:
+//! `If-Match` against a draft replaced meanwhile (412), a released draft never sent twice
+//! (`no_draft`), a draft that answers an older message refused (`stale_draft`), a slow draft
+//! never replacing a newer one, a customer message written while the previous draft was
+//! being released bringing its item back to pending, and a reopen that would make a second
+//! live item answering 409 instead of 500.
+
+use crate::expert_support::{get, post};
+use crate::inbound_support::{connections, pod};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use switchboard_domain::Role;
+use switchboard_testing::signing;
+use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
+use uuid::Uuid;
+use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// An agent that answers "second" messages with `Draft two` (after `second_delay`) and
+/// "first" ones with `Draft one` (after `first_delay`).
+async fn agent(first_delay: Duration, second_delay: Duration) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .and(body_string_contains("second question"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(second_delay)
+                .set_body_json(json!({"reply": "Draft two", "confidence": 0.9, "cost_usd": 0})),
+        )
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(first_delay)
+                .set_body_json(json!({"reply": "Draft one", "confidence": 0.9, "cost_usd": 0})),
+        )
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Two pods with workers, an org's Slack connection and an expert's token.
+struct Stack {
+    db: TestDb,
+    a: TestPod,
+    b: TestPod,
+    slack: String,
+    expert: String,
+    _agent: MockServer,
+}
+
+impl Stack {
+    async fn start(agent: MockServer) -> Stack {
+        let db = TestDb::fresh().await;
+        let prefix = random_prefix();
+        let a = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+        let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
+        let (org, conns) = connections(&db, &a).await;
+        let (_, email, password) = seed_member(&db, Some(org), Role::Expert).await;
+        let expert = b.login(&email, &password).await;
+        let slack = conns
+            .iter()
+            .find(|(channel, _)| channel == "slack")
+            .map(|(_, id)| id.clone())
+            .expect("slack connection");
+        Stack {
+            db,
+            a,
+            b,
+            slack,
+            expert,
+            _agent: agent,
+        }
+    }
+
+    /// Customer U1 writes `text` as Slack message `ts`.
+    async fn customer_writes(&self, ts: &str, text: &str) {
+        let signed = signing::slack("slack-signing-secret", &format!("Ev{ts}"), "U1", ts, text);
+        let mut request = self
+            .a
+            .client
+            .post(self.a.url(&format!("/webhooks/slack/{}", self.slack)))
+            .body(signed.body.clone());
+        for (k, v) in &signed.headers {
+            request = request.header(k, v);
+        }
+        assert_eq!(request.send().await.expect("webhook").status(), 200);
+    }
+
+    /// The conversation's live item, once one exists (20 s at most).
+    async fn item(&self) -> Uuid {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let pool = self.db.pool().await;
+            let id: Option<Uuid> =
+                sqlx::query_scalar("SELECT id FROM expert_queue WHERE status <> 'resolved'")
+                    .fetch_optional(&pool)
+                    .await
+                    .expect("item");
+            pool.close().await;
+            if let Some(id) = id {
+                return id;
+            }
+            assert!(Instant::now() < deadline, "no item was created");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `GET /expert-queue/{item}` with its `ETag`.
+    async fn show(&self, item: Uuid) -> (Value, String) {
+        let response = self
+            .b
+            .client
+            .get(self.b.url(&format!("/expert-queue/{item}")))
+            .bearer_auth(&self.expert)
+            .send()
+            .await
+            .expect("show");
+        assert_eq!(response.status(), 200);
+        let tag = response
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .expect("ETag")
+            .to_owned();
+        (response.json().await.expect("json"), tag)
+    }
+
+    /// Polls the item until `done` holds (20 s at most); returns it.
+    async fn until(&self, item: Uuid, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (view, _) = self.show(item).await;
+            if done(&view) {
+                return view;
+            }
+            assert!(Instant::now() < deadline, "never {what}: {view}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `POST /expert-queue/{item}/{action}` on pod `a` with an optional `If-Match`.
+    async fn act(
+        &self,
+        item: Uuid,
+        action: &str,
+        body: Value,
+        if_match: Option<&str>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .a
+            .client
+            .post(self.a.url(&format!("/expert-queue/{item}/{action}")))
+            .bearer_auth(&self.expert)
+            .json(&body);
+        if let Some(tag) = if_match {
+            request = request.header("If-Match", tag);
+        }
+        let response = request.send().await.expect("action");
+        (
+            response.status().as_u16(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        self.db.count(sql).await
+    }
+}
+
+fn draft_text(view: &Value) -> Option<&str> {
+    view["draft"]["text"].as_str()
+}
+
+#[tokio::test]
+async fn a_draft_replaced_since_the_expert_looked_is_refused_with_412_and_sent_once() {
+    let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
+    s.customer_writes("1700000000.000001", "first question").await;
+    let item = s.item().await;
+    s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
+        .await;
+    let (seen, seen_tag) = s.show(item).await;
+    assert_eq!(seen_tag, format!("\"{}\"", seen["version"]));
+
+    s.customer_writes("1700000000.000002", "second question").await;
+    s.until(item, "redrafted", |v| draft_text(v) == Some("Draft two"))
+        .await;
+    let (status, body) = s.act(item, "release", json!({}), Some(&seen_tag)).await;
+    assert_eq!(status, 412, "{body}");
+    assert_eq!(body["code"], "precondition_failed");
+    assert_eq!(body["current"]["draft"]["text"], "Draft two");
+    assert_eq!(body["current"]["last_message"]["preview"], "second question");
+    assert_eq!(s.count("SELECT count(*) FROM outbox").await, 0);
+
+    // Reviewed again: the current draft goes, once.
+    let (_, tag) = s.show(item).await;
+    let (status, body) = s.act(item, "release", json!({}), Some(&tag)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["message"]["body"], "Draft two");
+    assert!(body["item"]["draft"].is_null(), "a released draft is retired: {body}");
+    let (status, body) = s.act(item, "reopen", json!({}), None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = s.act(item, "release", json!({}), None).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "no_draft");
+    assert_eq!(s.count("SELECT count(*) FROM outbox").await, 1);
+}
+
+#[tokio::test]
+async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_a_newer_one() {
+    // The first message's draft takes 3 s; the second's is immediate.
+    let s = Stack::start(agent(Duration::from_secs(3), Duration::ZERO).await).await;
+    s.customer_writes("1700000001.000001", "first question").await;
+    let item = s.item().await;
+    s.customer_writes("1700000001.000002", "second question").await;
+    s.until(item, "drafted", |v| draft_text(v) == Some("Draft two"))
+        .await;
+    // Draft one lands after Draft two: it answers an older message and is kept off the item.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.count("SELECT count(*) FROM drafts").await < 2 {
+        assert!(Instant::now() < deadline, "the slow draft never landed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (view, _) = s.show(item).await;
+    assert_eq!(draft_text(&view), Some("Draft two"), "{view}");
+    assert_eq!(view["status"], "pending");
+
+    // A third message whose draft is slow: the item's draft now answers an older message.
+    s.customer_writes("1700000001.000003", "first question, again").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s
+        .count("SELECT count(*) FROM messages WHERE direction = 'inbound'")
+        .await
+        < 3
+    {
+        assert!(Instant::now() < deadline, "the third message was not stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = s.act(item, "release", json!({}), None).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "stale_draft");
+    assert_eq!(body["current"]["draft"]["text"], "Draft two");
+    // What the expert writes is always theirs to send.
+    let (status, body) = s
+        .act(item, "release", json!({"body": "Checking all three for you."}), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // The third message's draft lands after a reply that answered it: it stays off.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.count("SELECT count(*) FROM drafts").await < 3 {
+        assert!(Instant::now() < deadline, "the third draft never landed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (view, _) = s.show(item).await;
+    assert_eq!(view["status"], "awaiting_client", "{view}");
+    assert!(view["draft"].is_null(), "{view}");
+    assert_eq!(s.count("SELECT count(*) FROM outbox").await, 1);
+}
+
+/// The release's statement starts before the customer's next message commits and
+/// finishes after it: it sends the draft it saw, and the message it did not see brings the
+/// item back to pending when its draft lands.
+#[tokio::test]
+async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
+    let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
+    s.customer_writes("1700000002.000001", "first question").await;
+    let item = s.item().await;
+    s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
+        .await;
+
+    // Hold the item's row, so the release waits inside its statement.
+    let pool = s.db.pool().await;
+    let mut hold = pool.begin().await.expect("begin");
+    let conversation: Uuid = sqlx::query_scalar(
+        "SELECT conversation_id FROM expert_queue WHERE id = $1 FOR UPDATE",
+    )
+    .bind(item)
+    .fetch_one(&mut *hold)
+    .await
+    .expect("lock");
+    let release = {
+        let (client, url, token) = (
+            s.a.client.clone(),
+            s.a.url(&format!("/expert-queue/{item}/release")),
+            s.expert.clone(),
+        );
+        tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({}))
+                .send()
+                .await
+                .expect("release");
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s
+        .count(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}'
+               AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
+            s.db.name
+        ))
+        .await
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the release never waited on the row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The customer's second message commits now, as the inbound job stores it (the item at
+    // a new version), while the release's statement waits with its earlier snapshot.
+    sqlx::query(
+        "INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
+                               channel_message_id, reply_to)
+         SELECT org_id, id, 'inbound', 'customer', 'second question', 'slack',
+                'C1:1700000002.000002', '{\"channel\": \"C1\", \"ts\": \"1700000002.000002\"}'
+         FROM conversations WHERE id = $1",
+    )
+    .bind(conversation)
+    .execute(&mut *hold)
+    .await
+    .expect("second message");
+    sqlx::query("UPDATE expert_queue SET version = version + 1 WHERE id = $1")
+        .bind(item)
+        .execute(&mut *hold)
+        .await
+        .expect("new version");
+    hold.commit().await.expect("commit");
+    pool.close().await;
+    let (status, body) = release.await.expect("release task");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["message"]["body"], "Draft one");
+    assert_eq!(body["item"]["status"], "awaiting_client");
+
+    // The provider's webhook for that message: the job finds it stored and drafts it.
+    s.customer_writes("1700000002.000002", "second question").await;
+    let view = s
+        .until(item, "back to pending", |v| v["status"] == "pending")
+        .await;
+    assert_eq!(draft_text(&view), Some("Draft two"), "{view}");
+}
+
+#[tokio::test]
+async fn reopening_beside_a_newer_live_item_is_409_with_that_item() {
+    let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
+    s.customer_writes("1700000003.000001", "first question").await;
+    let item = s.item().await;
+    s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
+        .await;
+    let (status, body) = s.act(item, "resolve", json!({}), None).await;
+    assert_eq!(status, 200, "{body}");
+    s.customer_writes("1700000003.000002", "second question").await;
+    let newer = s.item().await;
+    assert_ne!(newer, item);
+    let (status, body) = s.act(item, "reopen", json!({}), None).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["current"]["status"], "resolved");
+    assert_eq!(body["current"]["live_item_id"], json!(newer));
+    let (view, _) = s.show(item).await;
+    assert_eq!(view["status"], "resolved");
+}
+
+#[tokio::test]
+async fn if_match_is_checked_after_the_state_and_a_bad_one_changes_nothing() {
+    let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
+    s.customer_writes("1700000004.000001", "first question").await;
+    let item = s.item().await;
+    s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
+        .await;
+    let (view, tag) = s.show(item).await;
+    for bad in ["3", "\"three\"", "\"1\", \"2\""] {
+        let (status, body) = s.act(item, "claim", json!({}), Some(bad)).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["code"], "invalid_if_match");
+    }
+    assert_eq!(s.show(item).await.0["version"], view["version"]);
+    // A state the action cannot start from is a 409, whatever the version said.
+    let (status, body) = s.act(item, "unclaim", json!({}), Some("\"999\"")).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "conflict");
+    // The right version: the action, and the new ETag.
+    let response = s
+        .a
+        .client
+        .post(s.a.url(&format!("/expert-queue/{item}/claim")))
+        .bearer_auth(&s.expert)
+        .header("If-Match", &tag)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("claim");
+    assert_eq!(response.status(), 200);
+    let new_tag = response.headers()["etag"].to_str().expect("etag").to_owned();
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(new_tag, format!("\"{}\"", body["item"]["version"]));
+    let (status, _) = get(&s.b, &s.expert, &format!("/expert-queue/{item}")).await;
+    assert_eq!(status, 200);
+    let (status, body) = post(
+        &s.b,
+        &s.expert,
+        &format!("/expert-queue/{item}/unclaim"),
+        json!({}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
