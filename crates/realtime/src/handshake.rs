@@ -7,10 +7,19 @@
 //! time anything is emitted to it, so it is scoped like the others.)
 //!
 //! A socket lives no longer than the token it was admitted with: it is closed when the token
-//! expires. Each socket also joins `user:{user_id}`, which nothing is ever emitted to; it
-//! is how a membership removal closes the user's sockets on every pod (through the Redis
-//! adapter), so a reconnect is admitted with the memberships that remain.
-
+//! expires, and when the token is revoked (a logout, a logout everywhere, a deactivation, a
+//! membership removal). Each socket joins `user:{user_id}`, which nothing is ever emitted
+//! to; it is how a revocation closes the user's sockets on every pod at once (through the
+//! Redis adapter). That broadcast can be missed, so each pod also re-checks its own sockets
+//! every few seconds ([`crate::sessions`]).
+//!
+//! A handshake reads the user's standing (token version, deactivation, logged-out tokens,
+//! memberships) to know its rooms, joins them, and then reads it again: a removal that
+//! committed between the first read and the join (whose broadcast found no socket to close)
+//! is seen by the second read, which refuses the socket and takes it out of the rooms; one
+//! that commits after the second read finds a socket the pod's session check knows about.
+//! Two reads per handshake are the price of having no window in which a removed member's
+//! socket sits in the org's room.
 use crate::Adapter;
 use serde::Deserialize;
 use socketioxide::extract::{SocketRef, TryData};
@@ -18,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_store::PgPool;
-use switchboard_store::users::{self, Membership};
+use switchboard_store::users::{self, Membership, Revocation};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -39,6 +49,11 @@ pub struct TokenClaims {
     pub user_id: Uuid,
     /// When the token expires (seconds since the epoch); the socket is closed then.
     pub expires_at: i64,
+    /// The user's token version when the token was issued; an older one than the user's
+    /// current version is revoked.
+    pub version: i64,
+    /// The token's id; revoked when on the logout denylist.
+    pub jti: Uuid,
 }
 
 /// Verifies a login token. The API owns the JWT keys; realtime only needs this one question
@@ -93,24 +108,29 @@ pub(crate) enum Refusal {
     Invalid,
     #[error("this user belongs to no org")]
     NoOrg,
+    #[error("session revoked ({}): log in again", .0.as_str())]
+    Revoked(Revocation),
+    #[error("memberships changed while connecting; connect again")]
+    MembershipsChanged,
     #[error("temporarily unavailable, retry shortly")]
     Unavailable,
     #[error("this server is shutting down; connect again")]
     ShuttingDown,
 }
 
-/// What the handshake needs: the token check, Postgres for the memberships, and the
-/// tracker its expiry timers run on.
-#[derive(Clone)]
+/// What the handshake needs: the token check, Postgres for the user's standing, the
+/// tracker its expiry timers run on, and the tests' hold point.
 pub(crate) struct Gate {
     pub(crate) db: PgPool,
     pub(crate) verify: TokenVerifier,
     pub(crate) tracker: TaskTracker,
+    pub(crate) hold: HoldPoint,
 }
 
 impl Gate {
-    /// The connect middleware: memberships are read fresh from Postgres, so a change made on
-    /// any pod applies to the next connection. Rooms are joined only once everything passed.
+    /// The connect middleware: the standing is read fresh from Postgres, so a change made on
+    /// any pod applies to the next connection; read again once the rooms are joined (see
+    /// the module docs).
     pub(crate) async fn admit(
         &self,
         socket: &SocketRef<Adapter>,
@@ -127,19 +147,49 @@ impl Gate {
             TokenError::Invalid => Refusal::Invalid,
         })?;
         let user_id = claims.user_id;
-        let memberships = users::memberships(&self.db, user_id).await.map_err(|e| {
-            tracing::warn!(error = %e, "socket handshake could not read memberships");
-            Refusal::Unavailable
-        })?;
+        let memberships = self.memberships(&claims).await?;
         if memberships.is_empty() {
             return Err(Refusal::NoOrg);
         }
         let mut rooms = rooms_for(&memberships);
         rooms.push(user_room(user_id));
         socket.join(rooms);
+        self.hold.pass().await;
+        let now = match self.memberships(&claims).await {
+            Ok(now) => now,
+            Err(refusal) => {
+                socket.leave_all();
+                return Err(refusal);
+            }
+        };
+        if !memberships.iter().all(|m| now.contains(m)) {
+            socket.leave_all();
+            return Err(Refusal::MembershipsChanged);
+        }
+        socket.extensions.insert(crate::sessions::Session {
+            user_id,
+            version: claims.version,
+            jti: claims.jti,
+            memberships: memberships.into(),
+        });
         self.close_at_expiry(socket, claims.expires_at);
         tracing::debug!(%user_id, sid = %socket.id, "socket admitted");
         Ok(())
+    }
+
+    /// The memberships the token gives access to now, or why it gives none.
+    async fn memberships(&self, claims: &TokenClaims) -> Result<Vec<Membership>, Refusal> {
+        let standing = users::standing(&self.db, claims.user_id)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "socket handshake could not read the user's standing");
+                Refusal::Unavailable
+            })?
+            .ok_or(Refusal::Revoked(Revocation::UserGone))?;
+        standing
+            .admit(claims.version, claims.jti)
+            .map(<[Membership]>::to_vec)
+            .map_err(Refusal::Revoked)
     }
 
     /// Closes `socket` when its token expires, unless it disconnects first.
@@ -158,6 +208,60 @@ impl Gate {
                 }
             }
         });
+    }
+}
+
+/// Where a test can stop the next handshake: after it joined its rooms, before it reads the
+/// user's standing again, so a removal can be committed exactly in the window the second
+/// read closes. Unarmed, passing it is one uncontended lock.
+#[derive(Default)]
+pub(crate) struct HoldPoint(std::sync::Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>);
+
+impl HoldPoint {
+    /// Arms the hold point for the next handshake.
+    pub(crate) fn arm(&self) -> HandshakeHold {
+        let (reached_tx, reached) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((reached_tx, release_rx));
+        HandshakeHold { reached, release }
+    }
+
+    async fn pass(&self) {
+        let armed = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some((reached, release)) = armed {
+            let _ = reached.send(());
+            let _ = release.await;
+        }
+    }
+}
+
+/// A handshake stopped at its hold point (tests only): see [`crate::Realtime::hold_next_handshake`].
+#[derive(Debug)]
+pub struct HandshakeHold {
+    reached: oneshot::Receiver<()>,
+    release: oneshot::Sender<()>,
+}
+
+impl HandshakeHold {
+    /// Waits up to `wait` until a handshake has joined its rooms and stopped; `false` if none
+    /// did.
+    pub async fn reached(&mut self, wait: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(wait, &mut self.reached).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Lets the stopped handshake go on to its second read.
+    pub fn release(self) {
+        let _ = self.release.send(());
     }
 }
 

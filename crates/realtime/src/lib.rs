@@ -12,11 +12,14 @@ pub mod events;
 mod handshake;
 mod relay;
 pub mod retention;
+pub mod sessions;
 pub mod watchdog;
 
 pub use handshake::{
-    TokenClaims, TokenError, TokenVerifier, experts_room, org_room, rooms_for, user_room,
+    HandshakeHold, TokenClaims, TokenError, TokenVerifier, experts_room, org_room, rooms_for,
+    user_room,
 };
+pub use sessions::SessionCheck;
 pub use watchdog::AdapterHealth;
 
 use relay::{Publisher, RealtimeEmitter, Relay};
@@ -100,6 +103,7 @@ pub struct Realtime {
     driver: driver::PubSubDriver,
     health: Arc<watchdog::HealthCell>,
     emitter: Arc<RealtimeEmitter>,
+    gate: Arc<handshake::Gate>,
     db: PgPool,
     settings: Arc<Settings>,
 }
@@ -126,10 +130,14 @@ impl Realtime {
             db: db.clone(),
             verify,
             tracker: tracker.clone(),
+            hold: handshake::HoldPoint::default(),
         });
-        io.ns("/", handshake::on_connect.with(handshake::middleware(gate)))
-            .await
-            .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
+        io.ns(
+            "/",
+            handshake::on_connect.with(handshake::middleware(gate.clone())),
+        )
+        .await
+        .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
         let health: Arc<watchdog::HealthCell> = Arc::default();
         let relay = Arc::new(Relay {
             db: db.clone(),
@@ -147,6 +155,7 @@ impl Realtime {
             driver,
             health,
             emitter: Arc::new(RealtimeEmitter::new(relay, tracker)),
+            gate,
             db,
             settings: Arc::new(settings),
         })
@@ -167,9 +176,10 @@ impl Realtime {
         self.health.get()
     }
 
-    /// Closes every socket of `user_id` on every pod (through the Redis adapter), e.g. after
-    /// a membership of theirs was removed; the client reconnects and is admitted with what
-    /// remains. Without Redis only this pod's sockets can be reached, and a warning says so.
+    /// Closes every socket of `user_id` on every pod (through the Redis adapter) at once,
+    /// e.g. after their tokens were revoked. Without Redis only this pod's sockets can be
+    /// reached, and a warning says so; every pod's session check closes the others within
+    /// [`sessions::CHECK_INTERVAL`] anyway.
     pub async fn disconnect_user(&self, user_id: uuid::Uuid) {
         let room = user_room(user_id);
         if let Err(e) = self.io.to(room.clone()).disconnect().await {
@@ -178,6 +188,19 @@ impl Realtime {
                 tracing::warn!(%user_id, error = %e, "could not close the user's sockets");
             }
         }
+    }
+
+    /// Re-checks this pod's sockets against Postgres now (the session check does this every
+    /// [`sessions::CHECK_INTERVAL`]) and closes the revoked ones.
+    pub async fn check_sessions(&self) -> Result<SessionCheck, switchboard_store::StoreError> {
+        sessions::check(&self.io, &self.db).await
+    }
+
+    /// Tests only: stops the next handshake on this pod after it joined its rooms and before
+    /// it reads the user's standing again, until the returned hold is released.
+    #[doc(hidden)]
+    pub fn hold_next_handshake(&self) -> HandshakeHold {
+        self.gate.hold.arm()
     }
 
     /// Sockets connected to this pod.
@@ -197,7 +220,7 @@ impl Realtime {
         retention::delete_expired(&self.db, self.settings.retention).await
     }
 
-    /// Starts the relay and the watchdog on `tracker`, and closes
+    /// Starts the relay, the watchdog and the session check on `tracker`, and closes
     /// every socket when `token` is cancelled (after the drain delay), so clients reconnect
     /// to another pod and catch up through `GET /events`; what the pod emits after that
     /// still reaches the other pods.
@@ -209,6 +232,13 @@ impl Realtime {
             self.settings
                 .watchdog_interval
                 .max(Duration::from_millis(50)),
+            token.clone(),
+            tracker,
+        );
+        sessions::spawn(
+            self.io.clone(),
+            self.db.clone(),
+            sessions::CHECK_INTERVAL,
             token.clone(),
             tracker,
         );

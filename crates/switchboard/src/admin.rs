@@ -1,5 +1,7 @@
-//! `switchboard admin …`: bootstrap orgs and users from the command line.
+//! `switchboard admin …`: bootstrap orgs and users, and lock users out, from the command
+//! line.
 
+mod accounts;
 mod demo;
 
 use anyhow::{Context, bail};
@@ -38,6 +40,21 @@ pub enum AdminCommand {
     /// connection per channel. Its passwords and secrets derive from `MASTER_ENCRYPTION_KEY`,
     /// so every run prints the same JSON and changes nothing that is already right.
     SeedDemo,
+    /// Deactivate a user: their logins are refused and every token they hold stops working
+    /// (REST at once, sockets within seconds); prints `{"id", "email", "active": false,
+    /// "deactivated_at", "token_version"}`.
+    DeactivateUser {
+        /// The user's id.
+        #[arg(long)]
+        user: Uuid,
+    },
+    /// Let a deactivated user log in again (their old tokens stay revoked); prints the same
+    /// object with `"active": true`.
+    ReactivateUser {
+        /// The user's id.
+        #[arg(long)]
+        user: Uuid,
+    },
 }
 
 /// Runs one admin command against the configured database.
@@ -77,6 +94,8 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
                 "id": user.id, "email": user.email, "org_id": org, "role": role, "created": created
             })
         }
+        AdminCommand::DeactivateUser { user } => accounts::set_active(&pool, user, false).await?,
+        AdminCommand::ReactivateUser { user } => accounts::set_active(&pool, user, true).await?,
         AdminCommand::SeedDemo => {
             let seed = demo::seed(config, &pool).await;
             pool.close().await;

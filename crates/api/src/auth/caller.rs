@@ -1,12 +1,19 @@
 //! The authenticated caller and their org memberships.
+//!
+//! A token's signature only says who it was issued to; whether it still works is Postgres's
+//! to say, on every request: the statement that reads the caller's memberships also reads
+//! the user's token version, deactivation and logged-out tokens, so a revocation holds at
+//! the next request on every pod at no extra round trip.
 
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
+use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use chrono::{DateTime, Utc};
 use switchboard_domain::Role;
-use switchboard_store::users::{self, Membership};
+use switchboard_store::users::{self, Membership, Revocation};
 use uuid::Uuid;
 
 /// Who is calling, with the orgs they belong to (read fresh from Postgres per request).
@@ -16,6 +23,10 @@ pub struct Caller {
     pub user_id: Uuid,
     /// Current memberships.
     pub memberships: Vec<Membership>,
+    /// The token's id (`POST /auth/logout` revokes it).
+    pub jti: Uuid,
+    /// The token's expiry.
+    pub expires_at: DateTime<Utc>,
 }
 
 impl Caller {
@@ -75,12 +86,37 @@ impl FromRequestParts<AppState> for Caller {
             .jwt
             .verify(token)
             .map_err(|_| ApiError::unauthorized("invalid or expired token"))?;
-        let memberships = users::memberships(&state.db, claims.sub).await?;
+        let standing = users::standing(&state.db, claims.sub)
+            .await?
+            .ok_or(Revocation::UserGone)
+            .map_err(revoked)?;
+        let memberships = standing
+            .admit(claims.ver, claims.jti)
+            .map_err(revoked)?
+            .to_vec();
         Ok(Caller {
             user_id: claims.sub,
             memberships,
+            jti: claims.jti,
+            expires_at: claims.expires_at(),
         })
     }
+}
+
+/// 401 `token_revoked`: a correctly signed token that no longer works. A distinct code, so
+/// a console can send its user back to the login page saying why instead of retrying.
+fn revoked(reason: Revocation) -> ApiError {
+    metrics::counter!("auth_revoked_tokens_refused_total", "reason" => reason.as_str())
+        .increment(1);
+    let message = match reason {
+        Revocation::LoggedOut => "this session was logged out: log in again",
+        Revocation::Superseded => {
+            "this session was ended (logged out everywhere, or a membership was removed): log in again"
+        }
+        Revocation::Deactivated => "this user is deactivated",
+        Revocation::UserGone => "this user no longer exists",
+    };
+    ApiError::new(StatusCode::UNAUTHORIZED, "token_revoked", message)
 }
 
 #[cfg(test)]

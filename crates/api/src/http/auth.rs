@@ -1,4 +1,8 @@
-//! `POST /auth/login` and `GET /auth/me`.
+//! `POST /auth/login`, `GET /auth/me`, and the two ways a user ends sessions:
+//! `POST /auth/logout` (this token: its `jti` on the denylist until it expires) and
+//! `POST /auth/logout-all` (every token: the user's token version bumped). Both are rows in
+//! Postgres, so they hold on every pod whatever Redis is doing; REST refuses the token at
+//! the next request and every pod closes its sockets within seconds (`realtime::sessions`).
 
 use crate::auth::Caller;
 use crate::error::ErrorBody;
@@ -7,7 +11,7 @@ use crate::extract::{Json, RequestId};
 use crate::state::AppState;
 use axum::Extension;
 use axum::extract::{ConnectInfo, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -15,6 +19,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::sync::LazyLock;
+use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::users::{self, Membership, User};
 use utoipa::ToSchema;
@@ -34,6 +39,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(login))
         .routes(routes!(me))
+        .routes(routes!(logout))
+        .routes(routes!(logout_all))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -51,7 +58,7 @@ struct LoginResponse {
 
 #[utoipa::path(post, path = "/auth/login", tag = "auth", request_body = LoginRequest,
     responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody),
-        (status = 401, description = "Wrong email or password", body = ErrorBody),
+        (status = 401, description = "Wrong email or password (`unauthorized`), or a deactivated user (`user_deactivated`)", body = ErrorBody),
         (status = 422, body = ErrorBody), (status = 429, description = "Too many failed logins", body = ErrorBody)))]
 async fn login(
     State(state): State<AppState>,
@@ -92,10 +99,10 @@ async fn login(
 
     let found = users::find_for_login(&state.db, &email).await?;
     let password = body.password;
-    let (user, ok) = tokio::task::spawn_blocking(move || match found {
-        Some((user, hash)) => {
-            let ok = users::verify_password(&password, &hash);
-            (Some(user), ok)
+    let (record, ok) = tokio::task::spawn_blocking(move || match found {
+        Some(record) => {
+            let ok = users::verify_password(&password, &record.password_hash);
+            (Some(record), ok)
         }
         None => {
             users::verify_password(&password, &DUMMY_HASH);
@@ -104,13 +111,21 @@ async fn login(
     })
     .await
     .map_err(ApiError::internal)?;
+    // Only the right password learns that the account is deactivated.
+    let deactivated = ok && record.as_ref().is_some_and(|r| r.deactivated);
+    let user = record.as_ref().map(|r| &r.user);
 
     // Audited either way; never the password, and the address only as a hash (a failed
     // attempt's address may be anyone's).
-    let outcome = if ok {
-        "auth.login"
+    let (outcome, details) = if deactivated {
+        (
+            "auth.login_failed",
+            json!({"email_sha256": email_sha256, "reason": "deactivated"}),
+        )
+    } else if ok {
+        ("auth.login", json!({"email_sha256": email_sha256}))
     } else {
-        "auth.login_failed"
+        ("auth.login_failed", json!({"email_sha256": email_sha256}))
     };
     let audited = audit::record(
         &state.db,
@@ -120,14 +135,21 @@ async fn login(
             request_id: request_id.as_deref(),
         },
         outcome,
-        user.as_ref().map(|u| ("user", u.id)),
-        json!({"email_sha256": email_sha256}),
+        user.map(|u| ("user", u.id)),
+        details,
     )
     .await;
     if let Err(e) = audited {
         tracing::warn!(error = %e, "could not audit a login");
     }
-    let Some(user) = user.filter(|_| ok) else {
+    if deactivated {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "user_deactivated",
+            "this user is deactivated; ask an administrator",
+        ));
+    }
+    let Some(record) = record.filter(|_| ok) else {
         return Err(ApiError::unauthorized("invalid email or password"));
     };
     // A successful login clears the per-email count; losing this reset only delays it.
@@ -136,11 +158,14 @@ async fn login(
         .limiter
         .reset("login_email", &email_sha256)
         .await;
-    let (token, expires_at) = state.jwt.issue(user.id).map_err(ApiError::internal)?;
+    let (token, expires_at) = state
+        .jwt
+        .issue(record.user.id, record.token_version)
+        .map_err(ApiError::internal)?;
     Ok(Json(LoginResponse {
         token,
         expires_at,
-        user,
+        user: record.user,
     })
     .into_response())
 }
@@ -152,7 +177,7 @@ struct MeResponse {
 }
 
 #[utoipa::path(get, path = "/auth/me", tag = "auth", security(("bearer" = [])),
-    responses((status = 200, body = MeResponse), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
+    responses((status = 200, body = MeResponse), (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
 async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<MeResponse>> {
     let user = users::get(&state.db, caller.user_id)
         .await?
@@ -161,4 +186,59 @@ async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<MeR
         user,
         orgs: caller.memberships,
     }))
+}
+
+#[utoipa::path(post, path = "/auth/logout", tag = "auth", security(("bearer" = [])),
+    responses((status = 204, description = "This token is revoked: REST refuses it with 401 `token_revoked`, and its sockets are closed within seconds on every pod. The user's other sessions go on."),
+        (status = 401, description = "No valid bearer token (`unauthorized`), or one already revoked (`token_revoked`)", body = ErrorBody)))]
+async fn logout(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+) -> ApiResult<StatusCode> {
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    users::revoke_token(&mut *tx, caller.user_id, caller.jti, caller.expires_at).await?;
+    audit::record(
+        &mut *tx,
+        actor(&caller, request_id.as_deref()),
+        "auth.logout",
+        Some(("user", caller.user_id)),
+        json!({"jti": caller.jti}),
+    )
+    .await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/auth/logout-all", tag = "auth", security(("bearer" = [])),
+    responses((status = 204, description = "Every token of the user issued so far is revoked (this one too): REST refuses them with 401 `token_revoked`, and their sockets are closed within seconds on every pod."),
+        (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody)))]
+async fn logout_all(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+) -> ApiResult<StatusCode> {
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    let version = users::bump_token_version(&mut *tx, caller.user_id).await?;
+    audit::record(
+        &mut *tx,
+        actor(&caller, request_id.as_deref()),
+        "auth.logout_all",
+        Some(("user", caller.user_id)),
+        json!({"token_version": version}),
+    )
+    .await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    // At once where Redis carries it; each pod's session check closes the rest regardless.
+    state.realtime.disconnect_user(caller.user_id).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The audit actor of a user acting on their own sessions (no org).
+fn actor<'a>(caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
+    Actor {
+        org_id: None,
+        user_id: Some(caller.user_id),
+        request_id,
+    }
 }

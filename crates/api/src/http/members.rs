@@ -1,6 +1,9 @@
-//! Org membership for org admins: removing a member. Access follows at once: REST reads
-//! memberships on every request, and the member's live Socket.IO connections are closed on
-//! every pod (a reconnect is admitted with the memberships that remain).
+//! Org membership for org admins: removing a member. The removal, the bump of the member's
+//! token version and the audit row commit together, so every token the member holds stops
+//! working with the membership: REST refuses it at the next request (401 `token_revoked`),
+//! the member's sockets are closed on every pod through Redis at once, and, should that
+//! broadcast be lost (Redis away, this pod killed right after the commit), by each pod's own
+//! session check within seconds. The member logs in again to use their other orgs.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -9,6 +12,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::json;
+use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::users;
 use utoipa_axum::router::OpenApiRouter;
@@ -22,8 +26,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[utoipa::path(delete, path = "/orgs/{org_id}/members/{user_id}", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path), ("user_id" = Uuid, Path)),
-    responses((status = 204, description = "Removed; the member's sockets are closed on every pod"),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+    responses((status = 204, description = "Removed; every token of the member is revoked (they log in again for their other orgs) and their sockets are closed on every pod within seconds"),
+        (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody),
         (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "Not a member", body = ErrorBody)))]
 async fn remove(
@@ -33,11 +37,12 @@ async fn remove(
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     caller.require_admin(org_id)?;
-    if !users::remove_member(&state.db, org_id, user_id).await? {
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    if !users::remove_member(&mut *tx, org_id, user_id).await? {
         return Err(ApiError::not_found("member"));
     }
     audit::record(
-        &state.db,
+        &mut *tx,
         Actor {
             org_id: Some(org_id),
             user_id: Some(caller.user_id),
@@ -48,6 +53,7 @@ async fn remove(
         json!({}),
     )
     .await?;
+    tx.commit().await.map_err(StoreError::from)?;
     state.realtime.disconnect_user(user_id).await;
     Ok(StatusCode::NO_CONTENT)
 }

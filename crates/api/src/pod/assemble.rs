@@ -178,6 +178,8 @@ fn token_verifier(jwt: Arc<JwtKeys>) -> realtime::TokenVerifier {
             .map(|claims| TokenClaims {
                 user_id: claims.sub,
                 expires_at: claims.exp,
+                version: claims.ver,
+                jti: claims.jti,
             })
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,

@@ -90,17 +90,23 @@ async fn tokens_missing_malformed_forged_or_expired_are_rejected() {
         .await
         .unwrap();
     let now = chrono::Utc::now().timestamp();
-    let sign = |secret: &str, exp: i64| {
+    let claims = |exp: i64| json!({"sub": user_id, "iat": now - 100, "exp": exp, "ver": 0, "jti": uuid::Uuid::new_v4()});
+    let sign = |secret: &str, claims: Value| {
         jsonwebtoken::encode(
             &jsonwebtoken::Header::default(),
-            &json!({"sub": user_id, "iat": now - 100, "exp": exp}),
+            &claims,
             &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
         )
         .unwrap()
     };
-    let valid = sign(JWT_SECRET, now + 60);
-    let expired = sign(JWT_SECRET, now - 10);
-    let forged = sign("some-other-secret", now + 60);
+    let valid = sign(JWT_SECRET, claims(now + 60));
+    let expired = sign(JWT_SECRET, claims(now - 10));
+    let forged = sign("some-other-secret", claims(now + 60));
+    // Correctly signed, but without what would let it be revoked.
+    let unrevocable = sign(
+        JWT_SECRET,
+        json!({"sub": user_id, "iat": now - 100, "exp": now + 60}),
+    );
 
     let ok = pod
         .client
@@ -116,6 +122,7 @@ async fn tokens_missing_malformed_forged_or_expired_are_rejected() {
         Some("Basic abc".to_owned()),
         Some(format!("Bearer {expired}")),
         Some(format!("Bearer {forged}")),
+        Some(format!("Bearer {unrevocable}")),
         Some("Bearer not.a.jwt".to_owned()),
     ] {
         let mut req = pod.client.get(pod.url("/auth/me"));

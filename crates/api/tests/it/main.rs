@@ -28,6 +28,7 @@ mod realtime_replay;
 mod realtime_resilience;
 mod realtime_sessions;
 mod realtime_support;
+mod revocation;
 mod safer_defaults;
 mod scheduler;
 mod webhooks;

@@ -1,5 +1,7 @@
 //! A live Socket.IO connection lasts no longer than its right to exist: it is closed when
-//! its token expires, and when the user's membership is removed (on every pod).
+//! its token expires, and when the user's membership is removed (on every pod). The other
+//! revocations (logout, logout everywhere, Redis away, racing handshakes) are in
+//! `revocation.rs`.
 
 use crate::realtime_support::connect_with;
 use std::time::Duration;
@@ -77,10 +79,13 @@ async fn removing_a_membership_closes_the_users_sockets_on_every_pod() {
         sockets_become(&b, 1, Duration::from_secs(5)).await,
         "the removed member's socket on the other pod is still open"
     );
-    // The other member's socket is untouched; the removed one cannot come back.
+    // The other member's socket is untouched; the removed one's token is revoked.
     let again =
         switchboard_testing::socket::connect(&b, Some(serde_json::json!({"token": expert}))).await;
-    assert!(again.is_err(), "a user without an org is refused");
+    assert!(
+        again.as_ref().err().is_some_and(|e| e.contains("revoked")),
+        "a removed member's token is refused"
+    );
     let denied = a
         .client
         .delete(a.url(&format!("/orgs/{org}/members/{user_id}")))

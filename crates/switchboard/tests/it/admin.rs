@@ -200,3 +200,119 @@ async fn seed_demo_is_idempotent_and_its_values_work() {
     assert_eq!(stored, 1);
     pod.server.begin_shutdown();
 }
+
+#[tokio::test]
+async fn deactivate_user_ends_every_session_and_reactivate_lets_them_log_in_again() {
+    let db = TestDb::fresh().await;
+    let prefix = random_prefix();
+    let vars = pod_env(&db, &redis_url(), &prefix);
+    let json_of = |args: &[&str]| {
+        let out = run(&vars, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let org = json_of(&["admin", "create-org", "--name", "Acme"]);
+    let org = org["id"].as_str().unwrap().to_owned();
+    let user = json_of(&[
+        "admin",
+        "create-user",
+        "--org",
+        &org,
+        "--email",
+        "leaver@example.test",
+        "--password",
+        "long enough",
+        "--role",
+        "expert",
+    ]);
+    let id = user["id"].as_str().unwrap().to_owned();
+
+    let pod = switchboard_testing::TestPod::start(&db, &prefix).await;
+    let token = pod.login("leaver@example.test", "long enough").await;
+    let sock = switchboard_testing::socket::connect_with(&pod, &token).await;
+    let me = |token: String| {
+        let (client, url) = (pod.client.clone(), pod.url("/auth/me"));
+        async move {
+            let r = client.get(url).bearer_auth(token).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap()["code"].clone())
+        }
+    };
+    let login = |password: &'static str| {
+        let (client, url) = (pod.client.clone(), pod.url("/auth/login"));
+        async move {
+            let r = client
+                .post(url)
+                .json(&serde_json::json!({"email": "leaver@example.test", "password": password}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    assert_eq!(me(token.clone()).await.0, 200);
+
+    let out = json_of(&["admin", "deactivate-user", "--user", &id]);
+    assert_eq!(out["id"], id.as_str());
+    assert_eq!(out["active"], false);
+    assert!(out["deactivated_at"].is_string());
+    assert_eq!(me(token.clone()).await, (401, Value::from("token_revoked")));
+    // The CLI broadcasts nothing: the pod's own session check closes the socket.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while pod.server.state().realtime.local_sockets() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a deactivated user's socket stayed open"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let (status, body) = login("long enough").await;
+    assert_eq!(
+        (status, &body["code"]),
+        (401, &Value::from("user_deactivated"))
+    );
+    // A wrong password does not learn that the account exists, let alone its state.
+    let (status, body) = login("wrong password").await;
+    assert_eq!((status, &body["code"]), (401, &Value::from("unauthorized")));
+
+    let out = json_of(&["admin", "reactivate-user", "--user", &id]);
+    assert_eq!(out["active"], true);
+    assert!(out["deactivated_at"].is_null());
+    let (status, body) = login("long enough").await;
+    assert_eq!(status, 200);
+    let fresh = body["token"].as_str().unwrap().to_owned();
+    assert_eq!(me(fresh).await.0, 200);
+    assert_eq!(
+        me(token).await,
+        (401, Value::from("token_revoked")),
+        "tokens from before the deactivation stay revoked"
+    );
+    assert_eq!(
+        db.count(&format!(
+            "SELECT count(*) FROM audit_log WHERE target_id = '{id}'
+             AND action IN ('user.deactivated', 'user.reactivated')"
+        ))
+        .await,
+        2
+    );
+
+    // An unknown user is an error that says so, and changes nothing.
+    let out = run(
+        &vars,
+        &[
+            "admin",
+            "deactivate-user",
+            "--user",
+            &uuid::Uuid::new_v4().to_string(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    sock.close().await;
+    pod.server.begin_shutdown();
+}
