@@ -313,12 +313,24 @@ pub async fn explain<'e>(
     t: &Transition<'_>,
 ) -> Result<Option<Refusal>, StoreError> {
     let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
-    let row: Option<(QueueStatus, i32, Option<Uuid>, bool, bool, bool, bool)> = sqlx::query_as(&format!(
+    /// Each check the transition makes, as the item is now.
+    #[derive(sqlx::FromRow)]
+    struct Checks {
+        status: QueueStatus,
+        version: i32,
+        claimed_by: Option<Uuid>,
+        state_ok: bool,
+        version_ok: bool,
+        has_draft: bool,
+        current: bool,
+    }
+    let row: Option<Checks> = sqlx::query_as(&format!(
         "SELECT status, version, claimed_by,
-                status::text = ANY($3) AND ($4::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $4),
-                $5::int IS NULL OR version = $5,
-                COALESCE(draft_body, '') <> '',
-                COALESCE({current}, false)
+                status::text = ANY($3) AND ($4::uuid IS NULL OR claimed_by IS NULL OR claimed_by = $4)
+                  AS state_ok,
+                $5::int IS NULL OR version = $5 AS version_ok,
+                COALESCE(draft_body, '') <> '' AS has_draft,
+                COALESCE({current}, false) AS current
          FROM expert_queue q WHERE id = $1 AND org_id = $2",
         current = draft_is_current("q"),
     ))
@@ -329,7 +341,15 @@ pub async fn explain<'e>(
     .bind(t.if_match)
     .fetch_optional(db)
     .await?;
-    let Some((status, version, claimed_by, state_ok, version_ok, has_draft, current)) = row
+    let Some(Checks {
+        status,
+        version,
+        claimed_by,
+        state_ok,
+        version_ok,
+        has_draft,
+        current,
+    }) = row
     else {
         return Ok(None);
     };
@@ -356,7 +376,10 @@ pub async fn explain<'e>(
 }
 
 /// The conversation's live item other than `id` (a reopen that would make a second one).
-pub async fn live_sibling<'e>(db: impl PgExecutor<'e>, id: Uuid) -> Result<Option<Uuid>, StoreError> {
+pub async fn live_sibling<'e>(
+    db: impl PgExecutor<'e>,
+    id: Uuid,
+) -> Result<Option<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT o.id FROM expert_queue q JOIN expert_queue o
            ON o.conversation_id = q.conversation_id AND o.id <> q.id AND o.status <> 'resolved'

@@ -320,7 +320,10 @@ async fn unclaim(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Unclaim)).await
+    act(state, caller, rid, id, if_match, req, |_| {
+        Ok(Action::Unclaim)
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/assign", tag = "expert-queue", security(("bearer" = [])), description = "Give the item to a member (admins)",
@@ -401,7 +404,10 @@ async fn resolve(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Resolve)).await
+    act(state, caller, rid, id, if_match, req, |_| {
+        Ok(Action::Resolve)
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/snooze", tag = "expert-queue", security(("bearer" = [])), description = "Put the item aside until a time in the future",
@@ -440,7 +446,10 @@ async fn reopen(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Reopen)).await
+    act(state, caller, rid, id, if_match, req, |_| {
+        Ok(Action::Reopen)
+    })
+    .await
 }
 
 /// Every action's request: access (404/403), validation, the Idempotency-Key, then one
@@ -465,7 +474,17 @@ async fn act<T>(
         Begin::Answer(response) => return Ok(response),
         Begin::Run(guard) => guard,
     };
-    match run(&state, org_id, id, &actor, &action, if_match, guard.as_ref()).await {
+    match run(
+        &state,
+        org_id,
+        id,
+        &actor,
+        &action,
+        if_match,
+        guard.as_ref(),
+    )
+    .await
+    {
         Ok(response) => Ok(response),
         Err(error) => {
             if let Some(guard) = guard {
@@ -486,9 +505,17 @@ async fn run(
     guard: Option<&KeyGuard>,
 ) -> ApiResult<Response> {
     let mut tx = state.db.begin().await.map_err(store)?;
-    let done = expert::apply(&mut tx, &state.flows.faults, org_id, id, actor, action, if_match)
-        .await
-        .map_err(refusal)?;
+    let done = expert::apply(
+        &mut tx,
+        &state.flows.faults,
+        org_id,
+        id,
+        actor,
+        action,
+        if_match,
+    )
+    .await
+    .map_err(refusal)?;
     let body = answer(&done);
     if let Some(guard) = guard {
         guard

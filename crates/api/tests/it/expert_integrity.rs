@@ -13,32 +13,45 @@ use switchboard_domain::Role;
 use switchboard_testing::signing;
 use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
 use uuid::Uuid;
-use wiremock::matchers::{body_string_contains, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-/// An agent that answers "second" messages with `Draft two` (after `second_delay`) and
-/// "first" ones with `Draft one` (after `first_delay`).
+/// The agent: drafts `Draft two` for a newest customer message that says "second", else
+/// `Draft one`, after `second_delay` or `first_delay`. It looks at the newest customer line
+/// only (the request carries the whole conversation).
+struct Drafter {
+    first_delay: Duration,
+    second_delay: Duration,
+}
+
+impl Respond for Drafter {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let newest = body["messages"]
+            .as_array()
+            .and_then(|lines| lines.iter().rev().find(|l| l["role"] == "customer"))
+            .and_then(|l| l["text"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let (reply, delay) = if newest.contains("second") {
+            ("Draft two", self.second_delay)
+        } else {
+            ("Draft one", self.first_delay)
+        };
+        ResponseTemplate::new(200)
+            .set_delay(delay)
+            .set_body_json(json!({"reply": reply, "confidence": 0.9, "cost_usd": 0}))
+    }
+}
+
 async fn agent(first_delay: Duration, second_delay: Duration) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat"))
-        .and(body_string_contains("second question"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_delay(second_delay)
-                .set_body_json(json!({"reply": "Draft two", "confidence": 0.9, "cost_usd": 0})),
-        )
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_delay(first_delay)
-                .set_body_json(json!({"reply": "Draft one", "confidence": 0.9, "cost_usd": 0})),
-        )
-        .with_priority(2)
+        .respond_with(Drafter {
+            first_delay,
+            second_delay,
+        })
         .mount(&server)
         .await;
     server
@@ -180,21 +193,26 @@ fn draft_text(view: &Value) -> Option<&str> {
 #[tokio::test]
 async fn a_draft_replaced_since_the_expert_looked_is_refused_with_412_and_sent_once() {
     let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
-    s.customer_writes("1700000000.000001", "first question").await;
+    s.customer_writes("1700000000.000001", "first question")
+        .await;
     let item = s.item().await;
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
         .await;
     let (seen, seen_tag) = s.show(item).await;
     assert_eq!(seen_tag, format!("\"{}\"", seen["version"]));
 
-    s.customer_writes("1700000000.000002", "second question").await;
+    s.customer_writes("1700000000.000002", "second question")
+        .await;
     s.until(item, "redrafted", |v| draft_text(v) == Some("Draft two"))
         .await;
     let (status, body) = s.act(item, "release", json!({}), Some(&seen_tag)).await;
     assert_eq!(status, 412, "{body}");
     assert_eq!(body["code"], "precondition_failed");
     assert_eq!(body["current"]["draft"]["text"], "Draft two");
-    assert_eq!(body["current"]["last_message"]["preview"], "second question");
+    assert_eq!(
+        body["current"]["last_message"]["preview"],
+        "second question"
+    );
     assert_eq!(s.count("SELECT count(*) FROM outbox").await, 0);
 
     // Reviewed again: the current draft goes, once.
@@ -202,7 +220,10 @@ async fn a_draft_replaced_since_the_expert_looked_is_refused_with_412_and_sent_o
     let (status, body) = s.act(item, "release", json!({}), Some(&tag)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["message"]["body"], "Draft two");
-    assert!(body["item"]["draft"].is_null(), "a released draft is retired: {body}");
+    assert!(
+        body["item"]["draft"].is_null(),
+        "a released draft is retired: {body}"
+    );
     let (status, body) = s.act(item, "reopen", json!({}), None).await;
     assert_eq!(status, 200, "{body}");
     let (status, body) = s.act(item, "release", json!({}), None).await;
@@ -215,9 +236,11 @@ async fn a_draft_replaced_since_the_expert_looked_is_refused_with_412_and_sent_o
 async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_a_newer_one() {
     // The first message's draft takes 3 s; the second's is immediate.
     let s = Stack::start(agent(Duration::from_secs(3), Duration::ZERO).await).await;
-    s.customer_writes("1700000001.000001", "first question").await;
+    s.customer_writes("1700000001.000001", "first question")
+        .await;
     let item = s.item().await;
-    s.customer_writes("1700000001.000002", "second question").await;
+    s.customer_writes("1700000001.000002", "second question")
+        .await;
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft two"))
         .await;
     // Draft one lands after Draft two: it answers an older message and is kept off the item.
@@ -231,14 +254,18 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
     assert_eq!(view["status"], "pending");
 
     // A third message whose draft is slow: the item's draft now answers an older message.
-    s.customer_writes("1700000001.000003", "first question, again").await;
+    s.customer_writes("1700000001.000003", "first question, again")
+        .await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while s
         .count("SELECT count(*) FROM messages WHERE direction = 'inbound'")
         .await
         < 3
     {
-        assert!(Instant::now() < deadline, "the third message was not stored");
+        assert!(
+            Instant::now() < deadline,
+            "the third message was not stored"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (status, body) = s.act(item, "release", json!({}), None).await;
@@ -247,7 +274,12 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
     assert_eq!(body["current"]["draft"]["text"], "Draft two");
     // What the expert writes is always theirs to send.
     let (status, body) = s
-        .act(item, "release", json!({"body": "Checking all three for you."}), None)
+        .act(
+            item,
+            "release",
+            json!({"body": "Checking all three for you."}),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     // The third message's draft lands after a reply that answered it: it stays off.
@@ -268,7 +300,8 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
 #[tokio::test]
 async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
     let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
-    s.customer_writes("1700000002.000001", "first question").await;
+    s.customer_writes("1700000002.000001", "first question")
+        .await;
     let item = s.item().await;
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
         .await;
@@ -276,13 +309,12 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
     // Hold the item's row, so the release waits inside its statement.
     let pool = s.db.pool().await;
     let mut hold = pool.begin().await.expect("begin");
-    let conversation: Uuid = sqlx::query_scalar(
-        "SELECT conversation_id FROM expert_queue WHERE id = $1 FOR UPDATE",
-    )
-    .bind(item)
-    .fetch_one(&mut *hold)
-    .await
-    .expect("lock");
+    let conversation: Uuid =
+        sqlx::query_scalar("SELECT conversation_id FROM expert_queue WHERE id = $1 FOR UPDATE")
+            .bind(item)
+            .fetch_one(&mut *hold)
+            .await
+            .expect("lock");
     let release = {
         let (client, url, token) = (
             s.a.client.clone(),
@@ -297,7 +329,10 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
                 .send()
                 .await
                 .expect("release");
-            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
         })
     };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -310,7 +345,10 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
         .await
         == 0
     {
-        assert!(Instant::now() < deadline, "the release never waited on the row");
+        assert!(
+            Instant::now() < deadline,
+            "the release never waited on the row"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The customer's second message commits now, as the inbound job stores it (the item at
@@ -319,10 +357,11 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
         "INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
                                channel_message_id, reply_to)
          SELECT org_id, id, 'inbound', 'customer', 'second question', 'slack',
-                'C1:1700000002.000002', '{\"channel\": \"C1\", \"ts\": \"1700000002.000002\"}'
+                $2 || ':C1:1700000002.000002', '{\"channel\": \"C1\", \"ts\": \"1700000002.000002\"}'
          FROM conversations WHERE id = $1",
     )
     .bind(conversation)
+    .bind(&s.slack)
     .execute(&mut *hold)
     .await
     .expect("second message");
@@ -339,23 +378,32 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
     assert_eq!(body["item"]["status"], "awaiting_client");
 
     // The provider's webhook for that message: the job finds it stored and drafts it.
-    s.customer_writes("1700000002.000002", "second question").await;
+    s.customer_writes("1700000002.000002", "second question")
+        .await;
     let view = s
         .until(item, "back to pending", |v| v["status"] == "pending")
         .await;
     assert_eq!(draft_text(&view), Some("Draft two"), "{view}");
+    assert_eq!(
+        s.count("SELECT count(*) FROM messages WHERE direction = 'inbound'")
+            .await,
+        2,
+        "the webhook found the message stored"
+    );
 }
 
 #[tokio::test]
 async fn reopening_beside_a_newer_live_item_is_409_with_that_item() {
     let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
-    s.customer_writes("1700000003.000001", "first question").await;
+    s.customer_writes("1700000003.000001", "first question")
+        .await;
     let item = s.item().await;
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
         .await;
     let (status, body) = s.act(item, "resolve", json!({}), None).await;
     assert_eq!(status, 200, "{body}");
-    s.customer_writes("1700000003.000002", "second question").await;
+    s.customer_writes("1700000003.000002", "second question")
+        .await;
     let newer = s.item().await;
     assert_ne!(newer, item);
     let (status, body) = s.act(item, "reopen", json!({}), None).await;
@@ -369,7 +417,8 @@ async fn reopening_beside_a_newer_live_item_is_409_with_that_item() {
 #[tokio::test]
 async fn if_match_is_checked_after_the_state_and_a_bad_one_changes_nothing() {
     let s = Stack::start(agent(Duration::ZERO, Duration::ZERO).await).await;
-    s.customer_writes("1700000004.000001", "first question").await;
+    s.customer_writes("1700000004.000001", "first question")
+        .await;
     let item = s.item().await;
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
         .await;
@@ -385,18 +434,20 @@ async fn if_match_is_checked_after_the_state_and_a_bad_one_changes_nothing() {
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "conflict");
     // The right version: the action, and the new ETag.
-    let response = s
-        .a
-        .client
-        .post(s.a.url(&format!("/expert-queue/{item}/claim")))
-        .bearer_auth(&s.expert)
-        .header("If-Match", &tag)
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("claim");
+    let response =
+        s.a.client
+            .post(s.a.url(&format!("/expert-queue/{item}/claim")))
+            .bearer_auth(&s.expert)
+            .header("If-Match", &tag)
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("claim");
     assert_eq!(response.status(), 200);
-    let new_tag = response.headers()["etag"].to_str().expect("etag").to_owned();
+    let new_tag = response.headers()["etag"]
+        .to_str()
+        .expect("etag")
+        .to_owned();
     let body: Value = response.json().await.expect("json");
     assert_eq!(new_tag, format!("\"{}\"", body["item"]["version"]));
     let (status, _) = get(&s.b, &s.expert, &format!("/expert-queue/{item}")).await;

@@ -55,9 +55,9 @@ impl Respond for Drafter {
         } else {
             Duration::from_millis(20)
         };
-        ResponseTemplate::new(200)
-            .set_delay(delay)
-            .set_body_json(json!({"reply": format!("Draft for: {text}"), "confidence": 0.9, "cost_usd": 0}))
+        ResponseTemplate::new(200).set_delay(delay).set_body_json(
+            json!({"reply": format!("Draft for: {text}"), "confidence": 0.9, "cost_usd": 0}),
+        )
     }
 }
 
@@ -193,7 +193,12 @@ async fn expert_randomized_interleavings_keep_the_integrity_invariants() {
             history.lock().expect("history").join("\n")
         )
     };
-    assert_eq!(drafted, messages, "{}", fail("not every message was drafted"));
+    assert_eq!(
+        drafted,
+        messages,
+        "{}",
+        fail("not every message was drafted")
+    );
 
     let pool = db.pool().await;
     // 1. No draft is sent twice.
@@ -214,7 +219,11 @@ async fn expert_randomized_interleavings_keep_the_integrity_invariants() {
     .fetch_all(&pool)
     .await
     .expect("wrong");
-    assert!(wrong.is_empty(), "{}", fail(&format!("drafts of older messages sent: {wrong:?}")));
+    assert!(
+        wrong.is_empty(),
+        "{}",
+        fail(&format!("drafts of older messages sent: {wrong:?}"))
+    );
     // 3. Every customer message is answered, or its item waits for an expert.
     let stranded: Vec<String> = sqlx::query_scalar(
         "SELECT m.body FROM messages m
@@ -231,7 +240,13 @@ async fn expert_randomized_interleavings_keep_the_integrity_invariants() {
     .await
     .expect("stranded");
     pool.close().await;
-    assert!(stranded.is_empty(), "{}", fail(&format!("unanswered messages outside the pending list: {stranded:?}")));
+    assert!(
+        stranded.is_empty(),
+        "{}",
+        fail(&format!(
+            "unanswered messages outside the pending list: {stranded:?}"
+        ))
+    );
     let released = history
         .lock()
         .expect("history")

@@ -5,6 +5,8 @@ mod auth;
 mod connections;
 mod errors;
 mod expert;
+mod expert_integrity;
+mod expert_random;
 mod expert_support;
 mod health;
 mod hostile_input;
