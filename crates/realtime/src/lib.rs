@@ -22,7 +22,7 @@ pub use handshake::{
 pub use sessions::SessionCheck;
 pub use watchdog::AdapterHealth;
 
-use relay::{Publisher, RealtimeEmitter, Relay};
+use relay::{RealtimeEmitter, Relay};
 use socketioxide::handler::ConnectHandler;
 use socketioxide::layer::SocketIoLayer;
 use socketioxide::{SocketIo, TransportType};
@@ -139,16 +139,13 @@ impl Realtime {
         .await
         .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
         let health: Arc<watchdog::HealthCell> = Arc::default();
-        let relay = Arc::new(Relay {
-            db: db.clone(),
-            holder: uuid::Uuid::new_v4(),
-            publisher: Publisher { io: io.clone() },
-            wake: tokio::sync::Notify::new(),
-            poll: settings.relay_poll,
-            health: health.clone(),
-            local: std::sync::Mutex::default(),
-            degraded_until: std::sync::Mutex::default(),
-        });
+        let relay = Arc::new(Relay::new(
+            db.clone(),
+            io.clone(),
+            settings.relay_poll,
+            health.clone(),
+            driver.clone(),
+        ));
         Ok(Realtime {
             io,
             layer,

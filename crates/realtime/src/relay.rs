@@ -12,7 +12,8 @@
 //!    failed): `org_event_seq.published_seq < seq`;
 //! 2. take a batch of the outbox (oldest first), number it per org and store it in
 //!    `events` in one transaction ([`events::append_in`]);
-//! 3. publish the batch through the Redis adapter in order, then record `published_seq`.
+//! 3. publish the batch through the Redis adapter in order, then record `published_seq`,
+//!    which only ever moves over a gap-free prefix of the org's log.
 //!
 //! A commit wakes its own pod's relay at once ([`Emitter::wake`]); a relay that finds the
 //! lease taken leaves the work to the holder, which always looks at the outbox once more
@@ -20,20 +21,31 @@
 //! and every pod also polls, which catches the events of a pod that died before waking
 //! anyone. Delivery on the wire is at-least-once per socket and best effort across
 //! disconnects; `GET /events` fills any gap.
+//!
+//! While Redis is away the relay rests rather than spins: a failed publish pauses
+//! publishing ([`Pause`]), and Redis is asked again after 100 ms, doubling up to 1 s, with
+//! one command on the adapter's connection (no lease, no Postgres). A paused relay takes
+//! the lease only to number outbox rows, so its poll costs what it costs at rest. Every
+//! pod meanwhile serves its own sockets from the log, each org from its own cursor so that
+//! one org's backlog never holds up another's. The outage is logged when it starts and when
+//! it ends, and counted in between (`realtime_relay_paused`, `realtime_relay_retries_total`,
+//! `realtime_relay_local_events_total`).
 
 use crate::Adapter;
+use crate::driver::PubSubDriver;
 use crate::events;
 use crate::handshake::org_room;
 use crate::watchdog::HealthCell;
 use serde_json::Value;
-use socketioxide::{BroadcastError, SocketIo};
+use socketioxide::{BroadcastError, SendError, SocketError, SocketIo};
 use sqlx::Acquire;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use switchboard_domain::{Emitter, EventKind};
 use switchboard_store::{PgPool, event_outbox};
 use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -44,27 +56,38 @@ use uuid::Uuid;
 const LEASE: Duration = Duration::from_secs(5);
 /// Most outbox rows one relay cycle moves.
 const BATCH: i64 = 500;
-/// A cross-pod publish slower than this is given up; the event is delivered locally.
+/// Most numbered events one read of the log takes per org (left-over events to publish, or
+/// the local fallback's), and most orgs per read: a read stays bounded however many orgs
+/// wait, and every org gets its share of it.
+const PER_ORG: i64 = 100;
+const ORGS: i64 = 100;
+/// A cross-pod publish slower than this is given up; the local fallback delivers the event.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
-/// After a failed publish, how long the relay serves sockets from the log instead of trying
-/// Redis again (the watchdog's check decides after that).
-const DEGRADED_FOR: Duration = Duration::from_secs(2);
+/// After a failed publish, the pause before Redis is asked again; it doubles with each
+/// failure in a row, up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long the local fallback waits, per burst, for a socket whose buffer is full.
+const LOCAL_STALL: Duration = Duration::from_millis(500);
+/// How long asking Redis whether it answers may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Events waiting for the emit writer.
 const EMIT_DEPTH: usize = 4096;
 
 /// Publishes numbered events to the org's room on every pod.
-pub(crate) struct Publisher {
-    pub(crate) io: SocketIo<Adapter>,
+struct Publisher {
+    io: SocketIo<Adapter>,
 }
 
 impl Publisher {
-    /// Publishes through the adapter; returns false when the publish failed and the event
-    /// reached only this pod's sockets. The adapter publishes before it delivers locally, so
-    /// when the publish fails (Redis away) this pod's own sockets are served directly.
-    async fn broadcast(&self, org_id: Uuid, event: &str, data: &Value) -> bool {
+    /// Publishes through the adapter, which then delivers to this pod's sockets too. The
+    /// adapter publishes before it delivers locally, so on an error (Redis away, or slower
+    /// than [`PUBLISH_TIMEOUT`]) this pod's sockets did not get it either: the relay pauses
+    /// and its local fallback serves them from the log, in order.
+    async fn broadcast(&self, org_id: Uuid, event: &str, data: &Value) -> Result<(), String> {
         let Some(ns) = self.io.of("/") else {
             tracing::debug!(event, "sockets closed; event kept for GET /events");
-            return true;
+            return Ok(());
         };
         let sent = tokio::time::timeout(PUBLISH_TIMEOUT, ns.to(org_room(org_id)).emit(event, data));
         let error = match sent.await {
@@ -72,32 +95,51 @@ impl Publisher {
             Ok(Ok(()) | Err(BroadcastError::Socket(_))) => {
                 metrics::counter!("realtime_emits_total", "event" => metric_name(event))
                     .increment(1);
-                return true;
+                return Ok(());
             }
             Ok(Err(e @ BroadcastError::Serialize(_))) => {
                 tracing::error!(event, error = %e, "realtime event could not be encoded");
-                return true;
+                return Ok(());
             }
             Ok(Err(BroadcastError::Adapter(e))) => e.to_string(),
             Err(_) => format!("publish timed out after {PUBLISH_TIMEOUT:?}"),
         };
         metrics::counter!("realtime_adapter_errors_total", "op" => "publish").increment(1);
-        tracing::warn!(event, %error, "cross-pod publish failed; delivering to this pod's sockets only");
-        self.local(org_id, event, data).await;
-        false
+        Err(error)
     }
 
-    /// Delivers to this pod's sockets only.
-    async fn local(&self, org_id: Uuid, event: &str, data: &Value) {
-        if let Some(ns) = self.io.of("/") {
-            match ns.local().to(org_room(org_id)).emit(event, data).await {
-                Ok(()) | Err(BroadcastError::Socket(_)) => {
-                    metrics::counter!("realtime_emits_total", "event" => metric_name(event))
-                        .increment(1);
+    /// Delivers one org's events, in order, to this pod's sockets only; returns how many
+    /// events went out. Socket by socket: a burst read from the log outruns a socket's
+    /// writer (socketioxide buffers 128 packets per socket and refuses more), so a full
+    /// socket is waited for, up to [`LOCAL_STALL`] per burst; one that stays full (a client
+    /// that stopped reading) misses the rest, which its `GET /events` fills.
+    async fn local(&self, org_id: Uuid, burst: &[(&str, Value)]) -> u64 {
+        let Some(ns) = self.io.of("/") else {
+            return 0;
+        };
+        for socket in ns.local().to(org_room(org_id)).sockets() {
+            let give_up = Instant::now() + LOCAL_STALL;
+            'burst: for (event, data) in burst {
+                loop {
+                    match socket.emit(*event, data) {
+                        Ok(()) => break,
+                        Err(SendError::Socket(SocketError::InternalChannelFull))
+                            if Instant::now() < give_up =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        Err(e) => {
+                            tracing::debug!(event, error = %e, "local delivery stopped for a socket");
+                            break 'burst;
+                        }
+                    }
                 }
-                Err(e) => tracing::warn!(event, error = %e, "local delivery failed"),
             }
         }
+        for (event, _) in burst {
+            metrics::counter!("realtime_emits_total", "event" => metric_name(event)).increment(1);
+        }
+        burst.len() as u64
     }
 }
 
@@ -111,16 +153,51 @@ fn metric_name(event: &str) -> &'static str {
 /// What one relay cycle did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cycle {
-    /// Nothing waited; the lease was not taken.
+    /// Nothing waited (that this relay could move); the lease was not taken.
     Idle,
     /// Another pod's relay holds the lease. It looks at the outbox again after letting go,
     /// and what this pod committed before trying the lease is there by then: it moves it.
     Busy,
-    /// Moved and published outbox rows, or left-over numbered events.
+    /// Numbered outbox rows or moved a published mark: more may wait.
     Worked,
+    /// Held the lease and moved nothing: the publish failed (publishing now rests), or no
+    /// mark could move yet. Not progress, so the drain stops: a cycle that cannot publish
+    /// must not run again at once (it did, thousands of times a second, in an outage).
+    Stalled,
+}
+
+/// What one cycle reports to the drain.
+struct Outcome {
+    cycle: Cycle,
+    /// The first look found numbered events this pod has not served from the log yet.
+    news: bool,
+    /// Left-over events this cycle published.
+    leftovers: usize,
+}
+
+impl Outcome {
+    fn of(cycle: Cycle) -> Outcome {
+        Outcome {
+            cycle,
+            news: false,
+            leftovers: 0,
+        }
+    }
+}
+
+/// What one cycle's publishing did.
+#[derive(Debug, Default)]
+struct Published {
+    /// Events that went out.
+    count: usize,
+    /// A published mark moved.
+    moved: bool,
+    /// A publish failed: publishing now rests.
+    failed: bool,
 }
 
 /// One numbered event on its way to the sockets.
+#[derive(Debug)]
 struct Numbered {
     org_id: Uuid,
     seq: i64,
@@ -128,15 +205,39 @@ struct Numbered {
     payload: Value,
 }
 
-/// Numbered events not yet published (`published_seq < seq`), oldest first per org.
-async fn unpublished<'e>(db: impl sqlx::PgExecutor<'e>) -> Result<Vec<Numbered>, sqlx::Error> {
+/// Numbered events not yet published (`published_seq < seq`), oldest first per org: per org
+/// at most [`PER_ORG`] after the greater of `published_seq` and the org's cursor, for at most
+/// [`ORGS`] orgs, those after `after` first (so the local fallback goes round them all
+/// when more wait). One org's backlog never fills the read: a single `LIMIT` over every org
+/// served the first orgs' events and starved the rest. An org whose numbers past its
+/// cursor are gone from the log (retention) takes no place in it.
+async fn unpublished<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    cursors: &Cursors,
+    after: Uuid,
+) -> Result<Vec<Numbered>, sqlx::Error> {
     let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
-        "SELECT e.org_id, e.seq, e.event, e.payload
-         FROM org_event_seq s JOIN events e ON e.org_id = s.org_id AND e.seq > s.published_seq
-         WHERE s.published_seq < s.seq
-         ORDER BY e.org_id, e.seq LIMIT $1",
+        "WITH o AS (
+           SELECT s.org_id, GREATEST(s.published_seq, d.seq) AS done
+           FROM org_event_seq s
+           LEFT JOIN UNNEST($1::uuid[], $2::bigint[]) AS d(org_id, seq) ON d.org_id = s.org_id
+           WHERE s.published_seq < s.seq AND s.seq > COALESCE(d.seq, 0)
+             AND EXISTS (SELECT 1 FROM events e
+                         WHERE e.org_id = s.org_id AND e.seq > GREATEST(s.published_seq, d.seq))
+           ORDER BY s.org_id <= $3, s.org_id
+           LIMIT $4)
+         SELECT o.org_id, e.seq, e.event, e.payload
+         FROM o CROSS JOIN LATERAL (
+           SELECT seq, event, payload FROM events
+           WHERE events.org_id = o.org_id AND events.seq > o.done
+           ORDER BY seq LIMIT $5) e
+         ORDER BY o.org_id, e.seq",
     )
-    .bind(BATCH)
+    .bind(&cursors.orgs)
+    .bind(&cursors.seqs)
+    .bind(after)
+    .bind(ORGS)
+    .bind(PER_ORG)
     .fetch_all(db)
     .await?;
     Ok(rows
@@ -150,115 +251,402 @@ async fn unpublished<'e>(db: impl sqlx::PgExecutor<'e>) -> Result<Vec<Numbered>,
         .collect())
 }
 
+/// Whether a read of [`unpublished`] was full (an org got its whole share, or the read its
+/// whole number of orgs), so that more may wait behind it.
+fn full(rows: &[Numbered]) -> bool {
+    let mut orgs = 0;
+    for org in rows.chunk_by(|a, b| a.org_id == b.org_id) {
+        if org.len() as i64 >= PER_ORG {
+            return true;
+        }
+        orgs += 1;
+    }
+    orgs >= ORGS
+}
+
+/// A cycle's events in publishing order: by org and number, each org's only as far as they
+/// follow each other. After a gap (the batch just numbered, behind left-overs the read did
+/// not reach) the rest wait for a later cycle, which reads from `published_seq + 1`: nothing
+/// goes out of order, and the mark never passes a number that was not published.
+fn unbroken(mut events: Vec<Numbered>) -> Vec<Numbered> {
+    events.sort_by_key(|e| (e.org_id, e.seq));
+    let mut kept: Vec<Numbered> = Vec::with_capacity(events.len());
+    let mut broken: Option<Uuid> = None;
+    for e in events {
+        if broken == Some(e.org_id) {
+            continue;
+        }
+        if let Some(last) = kept.last()
+            && last.org_id == e.org_id
+            && e.seq != last.seq + 1
+        {
+            broken = Some(e.org_id);
+            continue;
+        }
+        kept.push(e);
+    }
+    kept
+}
+
+/// This pod's local-fallback cursors as statement parameters.
+#[derive(Debug, Default)]
+struct Cursors {
+    orgs: Vec<Uuid>,
+    seqs: Vec<i64>,
+}
+
+/// What this pod delivered to its own sockets from the log while it serves them itself.
+#[derive(Debug, Default)]
+struct Local {
+    /// Per org, the highest number delivered.
+    delivered: HashMap<Uuid, i64>,
+    /// The last org of the previous read; the next read starts after it.
+    after: Uuid,
+}
+
+/// Whether the relay publishes, or rests because Redis did not take a publish.
+#[derive(Debug, Default)]
+struct Pause {
+    /// When publishing stopped; `None` while it works.
+    since: Option<Instant>,
+    /// Failed tries in a row (publishes and probes); each doubles the pause.
+    failures: u32,
+    /// When Redis is asked again.
+    retry_at: Option<Instant>,
+    /// Tries while paused, and events served from the log, for the line that ends it.
+    retries: u64,
+    served: u64,
+}
+
+impl Pause {
+    fn paused(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// The pause after `failures` failures in a row: 100 ms, doubling, at most 1 s.
+    fn delay(failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(16);
+        RETRY_FIRST.saturating_mul(1 << doublings).min(RETRY_MAX)
+    }
+
+    /// A publish or a probe failed: the outage begins (logged once) or goes on (counted).
+    fn failed(&mut self, now: Instant, error: &str) {
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = Some(now + Self::delay(self.failures));
+        if self.since.is_some() {
+            tracing::debug!(%error, failures = self.failures, "realtime: Redis still away");
+            return;
+        }
+        self.since = Some(now);
+        metrics::gauge!("realtime_relay_paused").set(1.0);
+        tracing::warn!(
+            %error,
+            "realtime: Redis did not take a publish; the relay stops publishing and asks \
+             Redis again every second at most, and each pod serves its own sockets from the \
+             event log until Redis returns"
+        );
+    }
+
+    /// Redis answered and nothing failed since: the relay publishes again (logged once).
+    fn recovered(&mut self, now: Instant) {
+        let Some(since) = self.since else {
+            return;
+        };
+        metrics::gauge!("realtime_relay_paused").set(0.0);
+        tracing::info!(
+            after = ?now.duration_since(since),
+            retries = self.retries,
+            served_from_log = self.served,
+            "realtime: Redis answers again; the relay publishes what waited"
+        );
+        *self = Pause::default();
+    }
+}
+
 /// The relay of one pod.
 pub(crate) struct Relay {
-    pub(crate) db: PgPool,
+    db: PgPool,
     /// This relay's name in `relay_lease`.
-    pub(crate) holder: Uuid,
-    pub(crate) publisher: Publisher,
-    pub(crate) wake: Notify,
-    pub(crate) poll: Duration,
+    holder: Uuid,
+    publisher: Publisher,
+    wake: Notify,
+    poll: Duration,
     /// The watchdog's view of the adapter's subscriptions.
-    pub(crate) health: Arc<HealthCell>,
-    /// While Redis is away, the highest number this pod delivered to its own sockets, per
-    /// org: every pod serves its own sockets from the log, since no publish reaches them.
-    pub(crate) local: Mutex<HashMap<Uuid, i64>>,
-    /// Until when publishing through the adapter is not tried (it just failed).
-    pub(crate) degraded_until: Mutex<Option<tokio::time::Instant>>,
+    health: Arc<HealthCell>,
+    /// The adapter's connection: asked whether Redis answers while publishing rests.
+    redis: PubSubDriver,
+    pause: Mutex<Pause>,
+    /// While this pod serves its own sockets from the log (no publish reaches them).
+    local: Mutex<Local>,
 }
 
 impl Relay {
-    /// Runs cycles until nothing waits, or until another pod's relay holds the lease (it
-    /// then moves what waits: see [`Cycle::Busy`]; waiting for it here only cost each idle
-    /// pod a query every few milliseconds while the other published).
+    pub(crate) fn new(
+        db: PgPool,
+        io: SocketIo<Adapter>,
+        poll: Duration,
+        health: Arc<HealthCell>,
+        redis: PubSubDriver,
+    ) -> Relay {
+        Relay {
+            db,
+            holder: Uuid::new_v4(),
+            publisher: Publisher { io },
+            wake: Notify::new(),
+            poll,
+            health,
+            redis,
+            pause: Mutex::default(),
+            local: Mutex::default(),
+        }
+    }
+
+    fn pause(&self) -> MutexGuard<'_, Pause> {
+        self.pause.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn local(&self) -> MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long the relay loop waits for a wake before it looks again: the poll, or less
+    /// when Redis is due to be asked again sooner.
+    fn idle_wait(&self) -> Duration {
+        let retry_at = self.pause().retry_at;
+        retry_at.map_or(self.poll, |at| {
+            at.saturating_duration_since(Instant::now()).min(self.poll)
+        })
+    }
+
+    /// Runs cycles until nothing waits, until another pod's relay holds the lease (it then
+    /// moves what waits: see [`Cycle::Busy`]; waiting for it here only cost each idle pod a
+    /// query every few milliseconds while the other published), or until a cycle cannot
+    /// publish; then serves this pod's sockets from the log if no publish reaches them.
+    ///
+    /// While publishing rests, Redis is asked again once its pause is over: one command on
+    /// the adapter's connection, nothing in Postgres, so the relay waits neither on a dead
+    /// Redis nor on the watchdog. The answer can take up to [`PROBE_TIMEOUT`]; the work that
+    /// needs no Redis (numbering, the local fallback) goes on meanwhile.
     pub(crate) async fn drain(&self) {
-        self.drain_outbox().await;
-        if !self.adapter_up() {
+        let publishing = if self.retry_due() {
+            let (answered, ()) = tokio::join!(self.probe(), self.drain_with(false));
+            if !answered {
+                return;
+            }
+            true
+        } else {
+            !self.pause().paused()
+        };
+        self.drain_with(publishing).await;
+    }
+
+    /// Whether publishing rests and its pause is over; if so, it is taken (Redis is not
+    /// asked twice at once: the answer sets the next time).
+    fn retry_due(&self) -> bool {
+        let mut pause = self.pause();
+        let now = Instant::now();
+        match pause.retry_at {
+            Some(at) if now >= at => {
+                pause.retries += 1;
+                pause.retry_at = Some(now + PROBE_TIMEOUT);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether Redis answers on the adapter's connection; a failure extends the pause.
+    async fn probe(&self) -> bool {
+        metrics::counter!("realtime_relay_retries_total").increment(1);
+        let error = match tokio::time::timeout(PROBE_TIMEOUT, self.redis.own_subscriptions()).await
+        {
+            Ok(Ok(_)) => return true,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
+        };
+        self.pause().failed(Instant::now(), &error);
+        false
+    }
+
+    async fn drain_with(&self, publishing: bool) {
+        let failures = self.pause().failures;
+        let serving = self.serving_locally();
+        let cursors = if serving {
+            self.cursors()
+        } else {
+            Cursors::default()
+        };
+        let news = self.drain_outbox(publishing, serving, &cursors).await;
+        let failed = self.pause().failures != failures;
+        if publishing && !failed {
+            self.pause().recovered(Instant::now());
+        }
+        if !self.serving_locally() {
+            let mut local = self.local();
+            if !local.delivered.is_empty() {
+                *local = Local::default();
+            }
+            return;
+        }
+        // A pod that has just begun serving did not ask the first look.
+        if news || !serving {
             if let Err(error) = self.local_catch_up().await {
                 tracing::warn!(%error, "realtime: serving this pod's sockets from the log failed");
             }
         }
     }
 
-    /// Whether publishing through Redis is worth trying: no publish failed just now, and the
-    /// watchdog (once it has checked) saw the subscriptions.
-    fn adapter_up(&self) -> bool {
-        let degraded = *self
-            .degraded_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    /// Whether this pod serves its own sockets from the log: its relay's publishing rests,
+    /// or the watchdog found its subscriptions missing, so no publish reaches them.
+    fn serving_locally(&self) -> bool {
+        if self.pause().paused() {
+            return true;
+        }
         let health = self.health.get();
-        let watchdog_ok = health.ok || health.checked_at.is_none();
-        watchdog_ok && degraded.is_none_or(|until| tokio::time::Instant::now() >= until)
+        !health.ok && health.checked_at.is_some()
     }
 
-    /// While Redis is away: delivers numbered events nobody could publish to this pod's own
-    /// sockets, each once. (When Redis returns, the relay publishes them to every pod; a
-    /// socket here may then see a number twice, which the `seq` tells it.)
+    fn cursors(&self) -> Cursors {
+        let local = self.local();
+        Cursors {
+            orgs: local.delivered.keys().copied().collect(),
+            seqs: local.delivered.values().copied().collect(),
+        }
+    }
+
+    /// While no publish reaches this pod's sockets: delivers them the numbered events
+    /// nobody could publish, each once, in order per org, every org from its own cursor.
+    /// (When Redis returns, the relay publishes them to every pod; a socket here may then
+    /// see a number twice, which the `seq` tells it.) Reads again at once only while a read
+    /// came back full: each one moves the cursors on.
     async fn local_catch_up(&self) -> Result<(), sqlx::Error> {
-        for e in unpublished(&self.db).await? {
-            if self.delivered_locally(e.org_id, e.seq) {
-                let data = events::wire_payload(e.org_id, e.seq, &e.payload);
-                self.publisher.local(e.org_id, &e.event, &data).await;
+        loop {
+            let (cursors, after) = (self.cursors(), self.local().after);
+            let rows = unpublished(&self.db, &cursors, after).await?;
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            self.local().after = last.org_id;
+            let mut served = 0;
+            for org in rows.chunk_by(|a, b| a.org_id == b.org_id) {
+                let burst: Vec<(&str, Value)> = org
+                    .iter()
+                    .filter(|e| self.delivered_locally(e.org_id, e.seq))
+                    .map(|e| {
+                        let data = events::wire_payload(e.org_id, e.seq, &e.payload);
+                        (e.event.as_str(), data)
+                    })
+                    .collect();
+                if let Some(first) = org.first() {
+                    served += self.publisher.local(first.org_id, &burst).await;
+                }
+            }
+            metrics::counter!("realtime_relay_local_events_total").increment(served);
+            self.pause().served += served;
+            if !full(&rows) {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// Records that this pod's sockets have event `seq` of `org_id`; false when they had it.
     fn delivered_locally(&self, org_id: Uuid, seq: i64) -> bool {
-        let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
-        let last = local.entry(org_id).or_insert(0);
+        let mut local = self.local();
+        let last = local.delivered.entry(org_id).or_insert(0);
         let fresh = seq > *last;
         *last = (*last).max(seq);
         fresh
     }
 
-    async fn drain_outbox(&self) {
+    /// Runs cycles while they make progress; returns whether this pod's local fallback has
+    /// something new (when `serving`, the first look asks).
+    async fn drain_outbox(&self, publishing: bool, serving: bool, cursors: &Cursors) -> bool {
+        let failures = self.pause().failures;
+        let mut news = false;
+        let mut leftovers = 0;
         loop {
-            match self.cycle().await {
-                Ok(Cycle::Worked) => {}
-                Ok(Cycle::Idle | Cycle::Busy) => return,
+            // A publish that failed in this drain pauses the cycles after it.
+            let publishing = publishing && self.pause().failures == failures;
+            match self.cycle(publishing, serving, cursors).await {
+                Ok(outcome) => {
+                    news |= outcome.news;
+                    leftovers += outcome.leftovers;
+                    if outcome.cycle != Cycle::Worked {
+                        break;
+                    }
+                    news = true;
+                }
                 Err(error) => {
                     metrics::counter!("realtime_relay_errors_total").increment(1);
                     tracing::warn!(%error, "realtime relay cycle failed; the next one retries");
-                    return;
+                    break;
                 }
             }
         }
+        if leftovers > 0 {
+            tracing::info!(
+                count = leftovers,
+                "realtime relay published events numbered earlier (a relay died, or Redis was away)"
+            );
+        }
+        news
     }
 
     /// One cycle under the lease. It is claimed in the same round trip that looks for work,
-    /// so an idle pod's poll costs one statement that writes nothing.
-    async fn cycle(&self) -> Result<Cycle, sqlx::Error> {
+    /// so an idle pod's poll costs one statement that writes nothing, and so does a paused
+    /// relay's while the outbox is empty: left-over events are work only for a relay that
+    /// may publish.
+    async fn cycle(
+        &self,
+        publishing: bool,
+        serving: bool,
+        cursors: &Cursors,
+    ) -> Result<Outcome, sqlx::Error> {
         let mut conn = self.db.acquire().await?;
         // It also says whether numbered events wait unpublished (a relay died or its publish
-        // failed), so the usual cycle skips looking for them.
+        // failed), so the usual cycle skips looking for them, and, while this pod serves its
+        // own sockets from the log, whether any is past this pod's cursors.
         // The outbox is looked at through its primary key, not with `EXISTS`: every row it
         // ever held is deleted by the relay, and until vacuum a sequential scan reads all of
         // them (1 180 pages, 4.5 ms, after a drain), while the index scan marks the dead
         // entries it meets and skips them from then on (17 pages).
         // A concurrent claim by another pod makes this UPDATE wait for it and then look at
         // the row again, so one of them gets it.
-        let (leftovers, claimed): (bool, Option<bool>) = sqlx::query_as(
+        let (leftovers, claimed, news): (bool, Option<bool>, bool) = sqlx::query_as(
             "WITH w AS (
                SELECT EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq) AS l,
                       (SELECT id FROM event_outbox ORDER BY id LIMIT 1) IS NOT NULL AS o),
              c AS (
                UPDATE relay_lease
                SET holder = $1, locked_until = now() + make_interval(secs => $2)
-               WHERE (SELECT l OR o FROM w) AND (locked_until < now() OR holder = $1)
+               WHERE (SELECT (l AND $3) OR o FROM w) AND (locked_until < now() OR holder = $1)
                RETURNING 1)
-             SELECT l, CASE WHEN l OR o THEN EXISTS (SELECT 1 FROM c) END FROM w",
+             SELECT l, CASE WHEN (l AND $3) OR o THEN EXISTS (SELECT 1 FROM c) END,
+                    $4 AND l AND EXISTS (
+                      SELECT 1 FROM org_event_seq s
+                      LEFT JOIN UNNEST($5::uuid[], $6::bigint[]) AS d(org_id, seq)
+                        ON d.org_id = s.org_id
+                      WHERE s.published_seq < s.seq AND s.seq > COALESCE(d.seq, 0))
+             FROM w",
         )
         .bind(self.holder)
         .bind(LEASE.as_secs_f64())
+        .bind(publishing)
+        .bind(serving)
+        .bind(&cursors.orgs)
+        .bind(&cursors.seqs)
         .fetch_one(&mut *conn)
         .await?;
-        match claimed {
-            None => return Ok(Cycle::Idle),
-            Some(false) => return Ok(Cycle::Busy),
-            Some(true) => {}
+        let cycle = match claimed {
+            None => Cycle::Idle,
+            Some(false) => Cycle::Busy,
+            Some(true) => Cycle::Worked,
+        };
+        if cycle != Cycle::Worked {
+            return Ok(Outcome {
+                news,
+                ..Outcome::of(cycle)
+            });
         }
         let renew = || async {
             let renewed = sqlx::query(
@@ -273,9 +661,8 @@ impl Relay {
                 tracing::warn!(%error, "realtime relay could not renew its lease");
             }
         };
-        let result =
-            switchboard_domain::lease::hold(LEASE, renew, self.locked_cycle(&mut conn, leftovers))
-                .await;
+        let work = self.locked_cycle(&mut conn, publishing && leftovers, publishing);
+        let result = switchboard_domain::lease::hold(LEASE, renew, work).await;
         // Let go at once, so the next commit on any pod is relayed without waiting for the
         // lease to run out. When this fails the lease runs out by itself.
         let released =
@@ -286,19 +673,24 @@ impl Relay {
         if let Err(error) = released {
             tracing::debug!(%error, "realtime relay lease left to run out");
         }
-        result
+        result.map(|outcome| Outcome {
+            news: news || outcome.news,
+            ..outcome
+        })
     }
 
     async fn locked_cycle(
         &self,
         conn: &mut sqlx::PgConnection,
         leftovers: bool,
-    ) -> Result<Cycle, sqlx::Error> {
+        publishing: bool,
+    ) -> Result<Outcome, sqlx::Error> {
         let mut out = if leftovers {
-            self.unpublished(conn).await?
+            unpublished(&mut *conn, &Cursors::default(), Uuid::nil()).await?
         } else {
             Vec::new()
         };
+        let left = out.len();
         let mut tx = conn.begin().await?;
         // Only while the lease is still this relay's: a relay that stalled past its lease
         // moves nothing, so two relays never number at once.
@@ -326,6 +718,10 @@ impl Relay {
                 .map(|r| (r.2.as_str(), &r.3))
                 .collect();
             let appended = events::append_in(&mut tx, org_id, &group).await?;
+            // A paused relay numbers without publishing: the local fallback reads the log.
+            if !publishing {
+                continue;
+            }
             for ((event, payload), a) in group.into_iter().zip(appended) {
                 if a.fresh {
                     out.push(Numbered {
@@ -338,88 +734,95 @@ impl Relay {
             }
         }
         tx.commit().await?;
-        self.publish(conn, out).await?;
-        Ok(Cycle::Worked)
-    }
-
-    /// Events an earlier relay numbered but did not publish.
-    async fn unpublished(
-        &self,
-        conn: &mut sqlx::PgConnection,
-    ) -> Result<Vec<Numbered>, sqlx::Error> {
-        let rows = unpublished(&mut *conn).await?;
-        if !rows.is_empty() {
-            tracing::info!(
-                count = rows.len(),
-                "realtime relay publishing events a previous relay left"
-            );
+        let numbered = !rows.is_empty();
+        let mut settled = false;
+        if leftovers && out.is_empty() {
+            // Numbers past the mark that the log no longer holds (retention deleted them
+            // while nobody could publish): nobody ever can, so the mark moves on rather
+            // than bring the relay here at every poll.
+            settled = sqlx::query(
+                "UPDATE org_event_seq s SET published_seq = seq
+                 WHERE published_seq < seq
+                   AND NOT EXISTS (
+                     SELECT 1 FROM events e WHERE e.org_id = s.org_id AND e.seq > s.published_seq)",
+            )
+            .execute(&mut *conn)
+            .await?
+            .rows_affected()
+                > 0;
         }
-        Ok(rows)
+        let published = if publishing {
+            self.publish(conn, out).await?
+        } else {
+            Published::default()
+        };
+        Ok(Outcome {
+            cycle: if numbered || settled || published.moved {
+                Cycle::Worked
+            } else {
+                Cycle::Stalled
+            },
+            // What a failed publish did not deliver, the local fallback does.
+            news: published.failed,
+            leftovers: published.count.min(left),
+        })
     }
 
-    /// Publishes in order, then records how far each org's log is published.
+    /// Publishes in order per org, then records how far each org's log is published. The
+    /// first failed publish (Redis away) pauses publishing and ends the cycle's.
     async fn publish(
         &self,
         conn: &mut sqlx::PgConnection,
         events: Vec<Numbered>,
-    ) -> Result<(), sqlx::Error> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        // Per org: the first and the last number published in this cycle.
-        let mut published: Vec<(Uuid, i64, i64)> = Vec::new();
-        let mut stopped: Vec<Uuid> = Vec::new();
-        for e in &events {
-            // Once an org's publish failed, its later events wait too: published_seq only
-            // ever covers a gap-free prefix. Redis being away is the local catch-up's case.
-            if stopped.contains(&e.org_id) || !self.adapter_up() {
-                if !stopped.contains(&e.org_id) {
-                    stopped.push(e.org_id);
-                }
-                continue;
-            }
+    ) -> Result<Published, sqlx::Error> {
+        let mut result = Published::default();
+        // Per org: the first and the last number published in this cycle, unbroken.
+        let mut runs: Vec<(Uuid, i64, i64)> = Vec::new();
+        for e in unbroken(events) {
             let data = events::wire_payload(e.org_id, e.seq, &e.payload);
-            if self.publisher.broadcast(e.org_id, &e.event, &data).await {
-                match published.iter_mut().find(|(org, _, _)| *org == e.org_id) {
-                    Some(entry) => entry.2 = entry.2.max(e.seq),
-                    None => published.push((e.org_id, e.seq, e.seq)),
-                }
-            } else {
-                stopped.push(e.org_id);
-                // It reached this pod's sockets; the local catch-up must not repeat it.
-                self.delivered_locally(e.org_id, e.seq);
-                *self
-                    .degraded_until
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) =
-                    Some(tokio::time::Instant::now() + DEGRADED_FOR);
+            if let Err(error) = self.publisher.broadcast(e.org_id, &e.event, &data).await {
+                self.pause().failed(Instant::now(), &error);
+                result.failed = true;
+                break;
+            }
+            match runs.last_mut() {
+                Some(run) if run.0 == e.org_id => run.2 = e.seq,
+                _ => runs.push((e.org_id, e.seq, e.seq)),
             }
         }
-        if published.is_empty() {
-            return Ok(());
+        result.count = runs.iter().map(|r| (r.2 - r.1 + 1) as usize).sum();
+        if runs.is_empty() {
+            return Ok(result);
         }
-        let orgs: Vec<Uuid> = published.iter().map(|p| p.0).collect();
-        let firsts: Vec<i64> = published.iter().map(|p| p.1).collect();
-        let lasts: Vec<i64> = published.iter().map(|p| p.2).collect();
-        // The mark moves only over a gap-free prefix: when numbers before this cycle's first
-        // are still unpublished (a relay's publish failed after this cycle's check), the
-        // next cycle publishes from there, repeating these, rather than skip them.
+        let orgs: Vec<Uuid> = runs.iter().map(|r| r.0).collect();
+        let firsts: Vec<i64> = runs.iter().map(|r| r.1).collect();
+        let lasts: Vec<i64> = runs.iter().map(|r| r.2).collect();
+        // The mark moves only over a gap-free prefix: when the log holds numbers between the
+        // mark and this run's first that were not published (a batch numbered behind
+        // left-overs this cycle did not read), it stays, and the next cycle publishes from
+        // the mark on, repeating these rather than skipping those. Numbers the log no longer
+        // holds (retention) cannot be published by anyone and do not hold it back.
         // Committed without waiting for the WAL flush: the mark lost to a crash only makes
         // the next relay publish those events again, which the `seq` lets clients drop.
-        sqlx::query(concat!(
+        let moved = sqlx::query(concat!(
             switchboard_store::async_commit!(),
             "
-             UPDATE org_event_seq s SET published_seq = GREATEST(s.published_seq, t.last)
+             UPDATE org_event_seq s SET published_seq = t.last
              FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[]) AS t(org_id, first, last),
                   async_commit
-             WHERE s.org_id = t.org_id AND s.published_seq >= t.first - 1"
+             WHERE s.org_id = t.org_id AND s.published_seq < t.last
+               AND NOT EXISTS (
+                 SELECT 1 FROM events e
+                 WHERE e.org_id = t.org_id AND e.seq > s.published_seq AND e.seq < t.first)"
         ))
         .bind(&orgs)
         .bind(&firsts)
         .bind(&lasts)
         .execute(&mut *conn)
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected();
+        result.moved = moved > 0;
+        Ok(result)
     }
 }
 
@@ -469,7 +872,7 @@ impl RealtimeEmitter {
                 tokio::select! {
                     () = stop.cancelled() => break,
                     () = relay.wake.notified() => {}
-                    () = tokio::time::sleep(relay.poll) => {}
+                    () = tokio::time::sleep(relay.idle_wait()) => {}
                 }
                 relay.drain().await;
             }
@@ -564,5 +967,84 @@ impl Emitter for RealtimeEmitter {
 
     fn wake(&self) {
         self.relay.wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbered(org_id: Uuid, seq: i64) -> Numbered {
+        Numbered {
+            org_id,
+            seq,
+            event: "message_created".into(),
+            payload: Value::Null,
+        }
+    }
+
+    fn seqs(events: &[Numbered], org: Uuid) -> Vec<i64> {
+        events
+            .iter()
+            .filter(|e| e.org_id == org)
+            .map(|e| e.seq)
+            .collect()
+    }
+
+    #[test]
+    fn an_org_is_published_only_as_far_as_its_numbers_follow_each_other() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        // Left-overs of `a` read up to 3, then this cycle's batch from 7: 4..=6 are in the
+        // log but not in hand, so 7 and 8 wait. `b` is unbroken and goes out whole.
+        let events = vec![
+            numbered(a, 7),
+            numbered(b, 5),
+            numbered(a, 1),
+            numbered(a, 2),
+            numbered(b, 4),
+            numbered(a, 3),
+            numbered(a, 8),
+        ];
+        let kept = unbroken(events);
+        assert_eq!(seqs(&kept, a), vec![1, 2, 3]);
+        assert_eq!(seqs(&kept, b), vec![4, 5]);
+        assert!(
+            kept.windows(2)
+                .all(|w| (w[0].org_id, w[0].seq) < (w[1].org_id, w[1].seq))
+        );
+    }
+
+    #[test]
+    fn a_read_is_full_when_an_org_filled_its_share_or_the_read_its_orgs() {
+        let one_org: Vec<Numbered> = (1..=PER_ORG).map(|s| numbered(Uuid::nil(), s)).collect();
+        assert!(full(&one_org));
+        assert!(!full(&one_org[1..]));
+        let many_orgs: Vec<Numbered> = (0..ORGS as u128)
+            .map(|o| numbered(Uuid::from_u128(o), 1))
+            .collect();
+        assert!(full(&many_orgs));
+        assert!(!full(&many_orgs[1..]));
+        assert!(!full(&[]));
+    }
+
+    #[test]
+    fn the_pause_doubles_from_100_ms_up_to_1_s() {
+        let pauses: Vec<u128> = (1..=7).map(|n| Pause::delay(n).as_millis()).collect();
+        assert_eq!(pauses, vec![100, 200, 400, 800, 1000, 1000, 1000]);
+        assert_eq!(Pause::delay(u32::MAX), RETRY_MAX);
+    }
+
+    #[test]
+    fn an_outage_begins_once_and_ends_once() {
+        let mut pause = Pause::default();
+        let t0 = Instant::now();
+        pause.failed(t0, "refused");
+        assert!(pause.paused());
+        assert_eq!(pause.retry_at, Some(t0 + RETRY_FIRST));
+        pause.failed(t0, "refused");
+        assert_eq!((pause.since, pause.failures), (Some(t0), 2));
+        pause.recovered(t0 + RETRY_MAX);
+        assert!(!pause.paused());
+        assert_eq!((pause.failures, pause.retry_at), (0, None));
     }
 }

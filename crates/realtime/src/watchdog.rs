@@ -12,6 +12,7 @@
 use crate::driver::PubSubDriver;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -36,13 +37,18 @@ pub struct AdapterHealth {
     pub error: Option<String>,
 }
 
-/// The last outcome, shared with the readiness probe.
+/// The last outcome, shared with the readiness probe and the relay.
 #[derive(Debug, Default)]
-pub(crate) struct HealthCell(RwLock<AdapterHealth>);
+pub(crate) struct HealthCell {
+    health: RwLock<AdapterHealth>,
+    /// The last check could not reach Redis: an outage is logged when it begins and when
+    /// it ends, not at every tick in between.
+    away: AtomicBool,
+}
 
 impl HealthCell {
     pub(crate) fn get(&self) -> AdapterHealth {
-        self.0
+        self.health
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -54,7 +60,7 @@ impl HealthCell {
             .set(health.expected as f64);
         metrics::gauge!("realtime_adapter_subscriptions", "state" => "present")
             .set(health.subscribed as f64);
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = health;
+        *self.health.write().unwrap_or_else(PoisonError::into_inner) = health;
     }
 }
 
@@ -78,6 +84,9 @@ pub(crate) async fn check(driver: &PubSubDriver, health: &HealthCell) {
             );
         }
     };
+    if health.away.swap(false, Ordering::Relaxed) {
+        tracing::info!("realtime watchdog reaches Redis again");
+    }
     let unheard: Vec<&String> = counts
         .iter()
         .filter(|(_, listeners)| *listeners < 1)
@@ -118,7 +127,11 @@ pub(crate) async fn check(driver: &PubSubDriver, health: &HealthCell) {
 
 fn unreachable(health: &HealthCell, expected: usize, error: String) {
     metrics::counter!("realtime_adapter_errors_total", "op" => "check").increment(1);
-    tracing::warn!(%error, "realtime watchdog cannot reach Redis");
+    if health.away.swap(true, Ordering::Relaxed) {
+        tracing::debug!(%error, "realtime watchdog still cannot reach Redis");
+    } else {
+        tracing::warn!(%error, "realtime watchdog cannot reach Redis");
+    }
     health.set(AdapterHealth {
         ok: false,
         expected,

@@ -26,6 +26,7 @@ mod outbound_retries;
 mod outbound_support;
 mod protection;
 mod realtime;
+mod realtime_outage;
 mod realtime_replay;
 mod realtime_resilience;
 mod realtime_sessions;

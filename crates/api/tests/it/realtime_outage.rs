@@ -1,0 +1,379 @@
+//! F4 during a Redis outage (issue 23, item 5): the relay rests instead of spinning (Postgres
+//! commits stay within 3× their rate at rest, for the same events), every pod serves its own
+//! sockets from the event log fairly across orgs (an org with more than 500 waiting events
+//! does not starve the others), and once Redis returns the relay publishes what waited from
+//! each org's mark on, in order, and rests again within 5 s. The test owns its Redis server.
+
+use crate::realtime_support::{Sock, connect_with, emit, org_expert};
+use futures::StreamExt;
+use serde_json::json;
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+use switchboard_testing::{RedisServer, TestDb, TestPod, random_prefix};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+/// How long Redis stays away, and the length of each measured window.
+const OUTAGE: Duration = Duration::from_secs(10);
+/// Events the big org gets during the outage: more than any one read of the old fallback.
+const BIG: usize = 700;
+/// Events each small org gets at the start of the outage.
+const SMALL: usize = 40;
+/// Commits the test's own queries and the stats' flush timing may add to a window.
+const SLACK: i64 = 40;
+
+/// `pg_stat_database.xact_commit` of the test's database, read from the server's admin
+/// database so that reading it commits nothing in the measured one.
+struct Commits {
+    admin: sqlx::PgPool,
+    name: String,
+}
+
+impl Commits {
+    async fn new(db: &TestDb) -> Commits {
+        let url = std::env::var("SB_TEST_DATABASE_DIRECT_URL")
+            .or_else(|_| std::env::var("SB_TEST_DATABASE_URL"))
+            .unwrap();
+        Commits {
+            admin: sqlx::PgPool::connect(&url).await.unwrap(),
+            name: db.name.clone(),
+        }
+    }
+
+    async fn now(&self) -> i64 {
+        sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
+            .bind(&self.name)
+            .fetch_one(&self.admin)
+            .await
+            .unwrap()
+    }
+
+    /// Commits during `window`, starting now.
+    async fn over(&self, window: Duration) -> i64 {
+        let start = self.now().await;
+        tokio::time::sleep(window).await;
+        self.now().await - start
+    }
+}
+
+/// One socket and the numbers it has received of its org's events.
+struct Watch {
+    org: Uuid,
+    name: String,
+    sock: Sock,
+    seen: BTreeSet<i64>,
+}
+
+impl Watch {
+    async fn open(pod: &TestPod, pod_name: &str, org: Uuid, token: &str, org_name: &str) -> Watch {
+        Watch {
+            org,
+            name: format!("{org_name} on {pod_name}"),
+            sock: connect_with(pod, token).await,
+            seen: BTreeSet::new(),
+        }
+    }
+
+    /// Reads until the socket has had every number from 1 to `last`, or `deadline`;
+    /// returns how many are still missing, and the first of them.
+    async fn until(&mut self, last: i64, deadline: Instant) -> (usize, Vec<i64>) {
+        loop {
+            let missing: Vec<i64> = (1..=last).filter(|s| !self.seen.contains(s)).collect();
+            let left = deadline.checked_duration_since(Instant::now());
+            let (Some(left), false) = (left, missing.is_empty()) else {
+                return (missing.len(), missing.into_iter().take(5).collect());
+            };
+            let Some((_, data)) = self.sock.next(left).await else {
+                continue;
+            };
+            assert_eq!(
+                data["org_id"],
+                json!(self.org),
+                "{}: another org's event",
+                self.name
+            );
+            self.seen.insert(data["seq"].as_i64().expect("a seq"));
+        }
+    }
+}
+
+/// Listens to the adapter's broadcast channel on `redis_url`: every event a relay publishes,
+/// as (org, seq), in the order Redis delivered them.
+async fn listen(redis_url: &str, prefix: &str) -> mpsc::UnboundedReceiver<(Uuid, i64)> {
+    let client = redis::Client::open(redis_url).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub
+        .subscribe(format!("{prefix}:{{sio}}-request#/#"))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = messages.next().await {
+            // The socket payload travels as JSON text inside the adapter's MessagePack.
+            let text = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
+            let field = |name: &str| {
+                let start = text.find(name)? + name.len();
+                Some(
+                    text[start..]
+                        .split(['"', ',', '}'])
+                        .find(|s| !s.is_empty())?
+                        .to_owned(),
+                )
+            };
+            if let (Some(org), Some(seq)) = (field("\"org_id\":"), field("\"seq\":")) {
+                let _ = tx.send((org.parse().unwrap(), seq.parse().unwrap()));
+            }
+        }
+    });
+    rx
+}
+
+/// Emits `n` distinct events for `org`, alternating between the pods.
+fn emit_many(pods: [&TestPod; 2], org: Uuid, tag: &str, n: usize) {
+    for i in 0..n {
+        emit(
+            pods[i % 2],
+            org,
+            "queue_item_updated",
+            json!({"id": format!("{tag}-{i}")}),
+        );
+    }
+}
+
+/// Waits until every socket has every event its org has had, or panics after `deadline`.
+async fn all_seen(
+    watches: &mut [Watch],
+    emitted: &HashMap<Uuid, usize>,
+    deadline: Instant,
+    when: &str,
+) {
+    for w in watches {
+        let last = emitted[&w.org] as i64;
+        let (missing, first) = w.until(last, deadline).await;
+        assert_eq!(
+            missing, 0,
+            "{when}: {} is missing {missing} of {last} events (first: {first:?})",
+            w.name
+        );
+    }
+}
+
+async fn wait_healthy(pods: [&TestPod; 2]) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for pod in pods {
+        while !pod.server.state().realtime.health().ok {
+            assert!(
+                Instant::now() < deadline,
+                "the watchdog sees the subscriptions again"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// One window's events: at `start` a burst (the first org gets [`BIG`], the others
+/// [`SMALL`] each), then one event per org every 2 s, from both pods.
+async fn workload(
+    pods: [&TestPod; 2],
+    orgs: &[Uuid],
+    emitted: &mut HashMap<Uuid, usize>,
+    start: Instant,
+    tag: &str,
+) {
+    for (i, org) in orgs.iter().enumerate() {
+        let n = if i == 0 { BIG } else { SMALL };
+        emit_many(pods, *org, &format!("{tag}-burst"), n);
+        *emitted.entry(*org).or_default() += n;
+    }
+    for round in 1..=3 {
+        tokio::time::sleep_until(start + Duration::from_secs(2 * round)).await;
+        for org in orgs {
+            emit_many(pods, *org, &format!("{tag}-{round}"), 1);
+            *emitted.entry(*org).or_default() += 1;
+        }
+    }
+}
+
+#[tokio::test]
+async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_event() {
+    let db = TestDb::fresh().await;
+    let mut redis = RedisServer::start().await;
+    let prefix = random_prefix();
+    // The watchdog keeps its production interval (5 s): the relay notices Redis leaving and
+    // returning by itself.
+    let a = TestPod::start_with(&db, &redis.url(), &prefix, |_| {}).await;
+    let b = TestPod::start_with(&db, &redis.url(), &prefix, |_| {}).await;
+    let pods = [&a, &b];
+    let commits = Commits::new(&db).await;
+
+    // The big org sorts first, so a fallback that reads "the first 500 unpublished events
+    // ordered by org" would serve it alone.
+    let mut orgs = Vec::new();
+    for _ in 0..3 {
+        orgs.push(org_expert(&db, &a).await);
+    }
+    orgs.sort_by_key(|(org, _)| *org);
+    let names = ["big", "small-1", "small-2"];
+    let mut watches = Vec::new();
+    for ((org, token), name) in orgs.iter().zip(names) {
+        watches.push(Watch::open(&a, "a", *org, token, name).await);
+        watches.push(Watch::open(&b, "b", *org, token, name).await);
+    }
+    let big = orgs[0].0;
+    let ids: Vec<Uuid> = orgs.iter().map(|(org, _)| *org).collect();
+    let mut emitted: HashMap<Uuid, usize> = ids.iter().map(|org| (*org, 0)).collect();
+    // The same events in the window at rest go to orgs nobody watches: the comparison is
+    // of the same work with and without Redis.
+    let mut quiet = Vec::new();
+    for _ in 0..3 {
+        quiet.push(org_expert(&db, &a).await.0);
+    }
+    let mut quiet_emitted = HashMap::new();
+
+    // Redis up: everything is delivered and published.
+    for org in &ids {
+        emit_many(pods, *org, "warm", 2);
+        *emitted.get_mut(org).unwrap() += 2;
+    }
+    all_seen(
+        &mut watches,
+        &emitted,
+        Instant::now() + Duration::from_secs(15),
+        "before",
+    )
+    .await;
+    let unpublished = "SELECT count(*) FROM org_event_seq WHERE published_seq <> seq";
+    assert_eq!(db.wait_for_count(unpublished, 0).await, 0);
+
+    let calm = Instant::now();
+    let before = commits.now().await;
+    workload(pods, &quiet, &mut quiet_emitted, calm, "rest").await;
+    tokio::time::sleep_until(calm + OUTAGE).await;
+    let rest = commits.now().await - before;
+    assert_eq!(db.wait_for_count(unpublished, 0).await, 0);
+
+    // Redis goes away while the watched orgs get the same events.
+    redis.stop();
+    let down = Instant::now();
+    let before = commits.now().await;
+    workload(pods, &ids, &mut emitted, down, "outage").await;
+    // Every pod serves its own sockets from the log, every org (not only the big one).
+    all_seen(&mut watches, &emitted, down + OUTAGE, "during the outage").await;
+    tokio::time::sleep_until(down + OUTAGE).await;
+    let outage = commits.now().await - before;
+    let waiting = "SELECT count(*) FROM org_event_seq WHERE published_seq < seq";
+    assert_eq!(
+        db.count(waiting).await,
+        3,
+        "nothing was published without Redis"
+    );
+    let pool = db.pool().await;
+    let marks: HashMap<Uuid, i64> =
+        sqlx::query_as::<_, (Uuid, i64)>("SELECT org_id, published_seq FROM org_event_seq")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    pool.close().await;
+
+    // Redis returns: what waited is published, in order, to every pod, within 5 s. (The
+    // listener subscribes a few milliseconds after Redis answers; no relay has asked it by
+    // then.) The big org also gets new events at once, which its first publishing cycles
+    // number behind left-overs they cannot read all at once: those must wait their turn.
+    redis.restart().await;
+    let back = Instant::now();
+    let mut wire = listen(&redis.url(), &prefix).await;
+    let at_return = commits.now().await;
+    emit_many(pods, big, "fresh", 5);
+    *emitted.get_mut(&big).unwrap() += 5;
+    let mut published = false;
+    while Instant::now() < back + Duration::from_secs(5) {
+        if db.count(unpublished).await == 0 {
+            published = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let published_after = back.elapsed();
+    assert!(
+        published,
+        "published_seq reached seq for every org within 5 s"
+    );
+    wait_healthy(pods).await;
+    tokio::time::sleep_until(back + Duration::from_secs(5)).await;
+    let recovering = commits.now().await - at_return;
+    let after = commits.over(OUTAGE).await;
+
+    println!(
+        "commits over {OUTAGE:?}: at rest {rest}, during the outage {outage}, first 5 s after \
+         Redis returned {recovering}, the {OUTAGE:?} after that {after}; every org published \
+         {published_after:?} after Redis returned"
+    );
+    assert!(
+        outage <= 3 * rest + SLACK,
+        "the relay rests during the outage: {outage} commits vs {rest} at rest"
+    );
+    // The relay publishes what waited and rests again without waiting for the watchdog (a
+    // relay that spun until the watchdog resubscribed made thousands of commits here).
+    assert!(
+        recovering <= 3 * rest / 2 + SLACK,
+        "the first 5 s after Redis returned: {recovering} commits vs {rest} in 10 s at rest"
+    );
+    // No events in this window: at rest it stays below the window at rest with events,
+    // give or take a scheduled job.
+    assert!(
+        after <= 2 * rest + SLACK,
+        "at rest again 5 s after Redis returned: {after} commits vs {rest} at rest"
+    );
+
+    // Published from each org's mark on, in order, none skipped and none out of turn.
+    let mut on_wire: HashMap<Uuid, Vec<i64>> = HashMap::new();
+    while let Ok((org, seq)) = wire.try_recv() {
+        let seqs = on_wire.entry(org).or_default();
+        if !seqs.contains(&seq) {
+            seqs.push(seq);
+        }
+    }
+    for (org, _) in &orgs {
+        let want: Vec<i64> = (marks[org] + 1..=emitted[org] as i64).collect();
+        let got = on_wire.remove(org).unwrap_or_default();
+        assert!(
+            got == want,
+            "{org}: published from {} on, in order: got {} events, first {:?}",
+            marks[org] + 1,
+            got.len(),
+            &got[..got.len().min(10)]
+        );
+    }
+
+    // Live again across pods; every socket has every number of its org.
+    for (org, _) in &orgs {
+        emit_many(pods, *org, "after", 6);
+        *emitted.get_mut(org).unwrap() += 6;
+    }
+    all_seen(
+        &mut watches,
+        &emitted,
+        Instant::now() + Duration::from_secs(15),
+        "after the outage",
+    )
+    .await;
+    assert_eq!(db.wait_for_count(unpublished, 0).await, 0);
+    let total: i64 = db
+        .count("SELECT COALESCE(sum(seq), 0)::bigint FROM org_event_seq")
+        .await;
+    assert_eq!(
+        total,
+        emitted
+            .values()
+            .chain(quiet_emitted.values())
+            .sum::<usize>() as i64,
+        "every event numbered once"
+    );
+    for w in watches {
+        w.sock.close().await;
+    }
+}
