@@ -8,6 +8,11 @@
 //! retry then gets that response back; the same key with another request gets 422
 //! `idempotency_mismatch`; a retry while the first still runs gets 409
 //! `idempotency_in_progress`. A request that fails on the server's side gives the key back.
+//!
+//! A request slower than its claim's lease can find the key taken over by a retry. Its
+//! answer and its giving back name its own claim (a token written at claim time), so they
+//! change nothing then: the request rolls its effect back and answers
+//! `idempotency_in_progress`, and the retry's answer is the key's.
 
 use crate::error::ApiError;
 use axum::body::Bytes;
@@ -102,22 +107,20 @@ impl<T> Idempotent<T> {
         let Some(key) = &self.key else {
             return Ok(Begin::Run(None));
         };
-        let guard = KeyGuard {
+        let scope = KeyRef {
             org_id,
             user_id,
-            key: key.clone(),
+            key,
         };
         Ok(
-            match idempotency::claim(db, guard.key_ref(), &self.hash, LEASE).await? {
-                Existing::Claimed => Begin::Run(Some(guard)),
-                Existing::InProgress => Begin::Answer(
-                    ApiError::new(
-                        StatusCode::CONFLICT,
-                        "idempotency_in_progress",
-                        "a request with this Idempotency-Key is still running; retry shortly",
-                    )
-                    .into_response(),
-                ),
+            match idempotency::claim(db, scope, &self.hash, LEASE).await? {
+                Existing::Claimed { token } => Begin::Run(Some(KeyGuard {
+                    org_id,
+                    user_id,
+                    key: key.clone(),
+                    token,
+                })),
+                Existing::InProgress => Begin::Answer(in_progress().into_response()),
                 Existing::Mismatch => Begin::Answer(
                     ApiError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
@@ -132,6 +135,15 @@ impl<T> Idempotent<T> {
     }
 }
 
+/// Another request holds the key right now.
+fn in_progress() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "idempotency_in_progress",
+        "a request with this Idempotency-Key is still running; retry shortly",
+    )
+}
+
 fn replay(status: u16, body: Value) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let mut response = (status, axum::Json(body)).into_response();
@@ -141,12 +153,35 @@ fn replay(status: u16, body: Value) -> Response {
     response
 }
 
+/// Why [`KeyGuard::complete_in`] stored no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CompleteError {
+    /// Postgres failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The claim outlived its lease and a retry took the key over: the retry's answer will
+    /// be the key's.
+    #[error("the Idempotency-Key claim was taken over by a retry")]
+    TakenOver,
+}
+
+impl From<CompleteError> for ApiError {
+    fn from(error: CompleteError) -> Self {
+        match error {
+            CompleteError::Store(e) => e.into(),
+            CompleteError::TakenOver => in_progress(),
+        }
+    }
+}
+
 /// A claimed key, to be completed with the request's answer.
 #[derive(Debug)]
 pub struct KeyGuard {
     org_id: Uuid,
     user_id: Uuid,
     key: String,
+    /// Names this request's claim in every write after it.
+    token: Uuid,
 }
 
 impl KeyGuard {
@@ -158,27 +193,47 @@ impl KeyGuard {
         }
     }
 
-    /// Stores the answer in the transaction that carries the request's effect.
+    /// Stores the answer in the transaction that carries the request's effect. When the
+    /// claim was taken over meanwhile (it outlived its lease and a retry claimed the key),
+    /// nothing is stored and the error answers `idempotency_in_progress`: the caller's `?`
+    /// drops its transaction, so the effect is rolled back and only the retry's counts.
     pub async fn complete_in(
         &self,
         tx: &mut sqlx::PgConnection,
         status: StatusCode,
         body: &Value,
-    ) -> Result<(), StoreError> {
-        idempotency::complete(&mut *tx, self.key_ref(), status.as_u16(), body).await
+    ) -> Result<(), CompleteError> {
+        let stored =
+            idempotency::complete(&mut *tx, self.key_ref(), self.token, status.as_u16(), body)
+                .await?;
+        if !stored {
+            tracing::warn!(
+                "an Idempotency-Key claim was taken over before its request finished; its effect is rolled back"
+            );
+            return Err(CompleteError::TakenOver);
+        }
+        Ok(())
     }
 
     /// Settles the key after the request failed: a refusal (4xx other than 429) is the
-    /// request's answer and is stored for retries; anything else gives the key back.
+    /// request's answer and is stored for retries; anything else gives the key back. Either
+    /// only while this request's claim still holds the key.
     pub async fn fail(self, db: &PgPool, error: &ApiError) {
         let status = error.status();
         let result = if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-            idempotency::complete(db, self.key_ref(), status.as_u16(), &error.body()).await
+            let body = error.body();
+            idempotency::complete(db, self.key_ref(), self.token, status.as_u16(), &body).await
         } else {
-            idempotency::release(db, self.key_ref()).await
+            idempotency::release(db, self.key_ref(), self.token).await
         };
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "could not settle an Idempotency-Key");
+        match result {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(
+                    "an Idempotency-Key was already answered or taken over; left as it is"
+                )
+            }
+            Err(e) => tracing::warn!(error = %e, "could not settle an Idempotency-Key"),
         }
     }
 }

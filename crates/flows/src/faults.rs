@@ -2,11 +2,19 @@
 //! next release fails there (everything before it must roll back) or stops there for ever
 //! (as if the pod died at that instant, so a test can kill it at exactly that point).
 //!
+//! A release can also be stopped at a step until the test lets it go (to interleave another
+//! request at exactly that point). The outbound job has its own: its fenced writes can be
+//! made to fail as if Postgres had (to show they are retried while the lease lasts), and a
+//! job can be stopped at a point until the test lets it go (to take its lease over at
+//! exactly that instant).
+//!
 //! A pod is armed only in-process by a test, or at start-up from `FAULT_INJECT` with
 //! `APP_ENV=test`; production refuses to start with `FAULT_INJECT` set. Unarmed, a check is
 //! one uncontended lock.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::Notify;
 
 /// The points of the release transaction (F3), in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +69,48 @@ pub struct Injected(pub Step);
 )]
 pub struct BadFaultSpec;
 
+/// Points of the outbound job (`channel-outbound`) where a test can stop it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchPoint {
+    /// The provider accepted a part; its id is not recorded yet.
+    PartAccepted,
+}
+
+/// A stop armed at a step of the release or a point of the outbound job: the first request
+/// or job to reach it waits there until [`Paused::resume`].
+#[derive(Debug, Clone)]
+pub struct Paused(Arc<Gate>);
+
+#[derive(Debug, Default)]
+struct Gate {
+    reached: Notify,
+    resume: Notify,
+}
+
+impl Paused {
+    async fn wait(&self) {
+        self.0.reached.notify_one();
+        self.0.resume.notified().await;
+    }
+
+    /// Returns once a request or job has stopped at the point.
+    pub async fn reached(&self) {
+        self.0.reached.notified().await;
+    }
+
+    /// Lets the stopped request or job (or the next one to arrive) go on.
+    pub fn resume(&self) {
+        self.0.resume.notify_one();
+    }
+}
+
+#[derive(Debug, Default)]
+struct DispatchFaults {
+    /// How many of the next fenced writes fail.
+    failing_writes: AtomicU32,
+    pause: Mutex<Option<(DispatchPoint, Paused)>>,
+}
+
 /// The pod's armed faults, if any.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
@@ -68,6 +118,9 @@ pub struct Faults {
     /// A scheduled job whose first attempt of every slot stops for ever (its lease still
     /// renewed), as a run that is killed mid-way.
     scheduler_hang: Arc<Mutex<Option<String>>>,
+    /// A release step where the next release stops until resumed.
+    release_pause: Arc<Mutex<Option<(Step, Paused)>>>,
+    dispatch: Arc<DispatchFaults>,
 }
 
 impl Faults {
@@ -115,8 +168,22 @@ impl Faults {
         *self.release.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
+    /// Stops the next release that reaches `step` until the returned handle resumes it.
+    pub fn pause_release(&self, step: Step) -> Paused {
+        let paused = Paused(Arc::new(Gate::default()));
+        *self
+            .release_pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((step, paused.clone()));
+        paused
+    }
+
     /// Passes unless `step` is armed.
     pub async fn check(&self, step: Step) -> Result<(), Injected> {
+        if let Some(paused) = take_pause(&self.release_pause, step) {
+            tracing::warn!(?step, "fault injected: this request waits here");
+            paused.wait().await;
+        }
         let armed = *self.release.lock().unwrap_or_else(PoisonError::into_inner);
         match armed {
             Some((s, Fault::Fail)) if s == step => Err(Injected(step)),
@@ -137,6 +204,50 @@ impl Faults {
             .unwrap_or_else(PoisonError::into_inner)
             .as_deref()
             == Some(job)
+    }
+}
+
+impl Faults {
+    /// Makes the next `n` fenced writes of the outbound job (a part's record, an outcome)
+    /// fail as if Postgres had dropped the connection.
+    pub fn fail_dispatch_writes(&self, n: u32) {
+        self.dispatch.failing_writes.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether this fenced write is to fail (counting it down).
+    pub fn dispatch_write_fails(&self) -> bool {
+        self.dispatch
+            .failing_writes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Stops the next outbound job that reaches `point` until the returned handle resumes it.
+    pub fn pause_dispatch(&self, point: DispatchPoint) -> Paused {
+        let paused = Paused(Arc::new(Gate::default()));
+        *self
+            .dispatch
+            .pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((point, paused.clone()));
+        paused
+    }
+
+    /// Where the outbound job passes `point`: waits there if a test armed it.
+    pub async fn dispatch_point(&self, point: DispatchPoint) {
+        if let Some(paused) = take_pause(&self.dispatch.pause, point) {
+            tracing::warn!(?point, "fault injected: this outbound job waits here");
+            paused.wait().await;
+        }
+    }
+}
+
+/// The stop armed at `at`, disarming it: only the first to arrive waits.
+fn take_pause<P: PartialEq>(armed: &Mutex<Option<(P, Paused)>>, at: P) -> Option<Paused> {
+    let mut armed = armed.lock().unwrap_or_else(PoisonError::into_inner);
+    match armed.as_ref() {
+        Some((p, _)) if *p == at => armed.take().map(|(_, paused)| paused),
+        _ => None,
     }
 }
 
@@ -164,5 +275,31 @@ mod tests {
         ] {
             assert!(Faults::from_spec(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn dispatch_write_failures_count_down() {
+        let faults = Faults::default();
+        assert!(!faults.dispatch_write_fails());
+        faults.fail_dispatch_writes(2);
+        assert!(faults.dispatch_write_fails());
+        assert!(faults.dispatch_write_fails());
+        assert!(!faults.dispatch_write_fails());
+    }
+
+    #[tokio::test]
+    async fn a_paused_point_holds_one_job_until_resumed() {
+        let faults = Faults::default();
+        let paused = faults.pause_dispatch(DispatchPoint::PartAccepted);
+        let job = tokio::spawn({
+            let faults = faults.clone();
+            async move { faults.dispatch_point(DispatchPoint::PartAccepted).await }
+        });
+        paused.reached().await;
+        assert!(!job.is_finished());
+        paused.resume();
+        job.await.expect("resumed");
+        // Disarmed after the first job: the next one passes.
+        faults.dispatch_point(DispatchPoint::PartAccepted).await;
     }
 }

@@ -3,6 +3,11 @@
 //!
 //! Every write after the claim names the claim's `lease_id`: a worker whose lease lapsed
 //! (a stalled pod) and was taken over records nothing, so the new holder's record stands.
+//! Each such write says whether it matched (the lease still ours) apart from whether it
+//! failed (an error: Postgres away), because the job answers the two differently: a lost
+//! lease stops it at once, a failed write is tried again while the lease lasts. So that a
+//! write can be tried again after an error that hid whether it committed, the part record
+//! also matches when it finds its own part already there.
 //! Lock order, as everywhere the outbox is written: outbox row, then its message, then its
 //! dead-letter row.
 
@@ -108,8 +113,10 @@ pub async fn renew(
     Ok(done.rows_affected() == 1)
 }
 
-/// Appends part `index`'s provider id, before the next part goes out. Idempotent: only
-/// applies while exactly `index` parts are recorded. `false` when the claim is lost.
+/// Appends part `index`'s provider id, before the next part goes out. Idempotent: appends
+/// only while exactly `index` parts are recorded, and also matches (writing nothing new)
+/// when part `index` is already this provider id, so a retry after an error that hid the
+/// first try's commit is not mistaken for a lost lease. `false` when the claim is lost.
 pub async fn record_part(
     pool: &PgPool,
     id: Uuid,
@@ -118,8 +125,11 @@ pub async fn record_part(
     provider_id: &str,
 ) -> Result<bool, StoreError> {
     let done = sqlx::query(
-        "UPDATE outbox SET parts = parts || jsonb_build_array($3::text), updated_at = now()
-         WHERE id = $1 AND lease_id = $2 AND jsonb_array_length(parts) = $4",
+        "UPDATE outbox SET updated_at = now(),
+                parts = CASE WHEN jsonb_array_length(parts) = $4
+                             THEN parts || jsonb_build_array($3::text) ELSE parts END
+         WHERE id = $1 AND lease_id = $2
+           AND (jsonb_array_length(parts) = $4 OR parts ->> $4 = $3)",
     )
     .bind(id)
     .bind(lease_id)
@@ -246,6 +256,10 @@ pub struct Failure<'a> {
     pub max_retries: i32,
     /// The first dead-letter retry waits this long; each later one twice as long as the last.
     pub backoff: Duration,
+    /// No retry can fix it as things are (the row failed before any provider call: its
+    /// connection deleted, its secrets no longer decrypting): `dead` at once, with no
+    /// dead-letter retries, and an admin retries it once the cause is fixed.
+    pub dead: bool,
 }
 
 /// What [`mark_failed`] recorded.
@@ -263,7 +277,7 @@ pub struct Failed {
 
 /// The round failed for good: the row and its message become `failed` and the dead-letter
 /// row is written (`queued` for the dead-letter worker) — or, when the dead-letter retries
-/// are used up, all three become `dead`.
+/// are used up or the failure is [`Failure::dead`], all three become `dead`.
 pub async fn mark_failed(
     tx: &mut PgConnection,
     id: Uuid,
@@ -273,8 +287,8 @@ pub async fn mark_failed(
     Ok(sqlx::query_as(
         "WITH o AS (
            UPDATE outbox SET
-             status = CASE WHEN EXISTS (SELECT 1 FROM channel_failures f
-                                        WHERE f.outbox_id = $1 AND f.retries >= $6)
+             status = CASE WHEN $8 OR EXISTS (SELECT 1 FROM channel_failures f
+                                              WHERE f.outbox_id = $1 AND f.retries >= $6)
                            THEN 'dead' ELSE 'failed' END,
              attempts = $5, last_error = $3, locked_until = NULL, lease_id = NULL, updated_at = now()
            WHERE id = $1 AND lease_id = $2
@@ -307,6 +321,7 @@ pub async fn mark_failed(
     .bind(failure.attempts)
     .bind(failure.max_retries)
     .bind(failure.backoff.as_secs_f64())
+    .bind(failure.dead)
     .fetch_optional(&mut *tx)
     .await?)
 }

@@ -25,6 +25,11 @@ pub struct InboundEvent {
     pub payload: Value,
     /// Set once the job has fully handled the event.
     pub processed_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A failed event is not claimed again before this time.
+    pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The holder of the current (or last) claim: every later write of the job that claimed
+    /// it names this token, so a job whose lease was taken over changes nothing.
+    pub claim_token: Option<Uuid>,
 }
 
 /// An event to add to the inbox.
@@ -159,9 +164,11 @@ pub fn strip_nul_str(s: &str) -> Cow<'_, str> {
     }
 }
 
-/// Takes each event for `lease` if it is unprocessed and nobody holds it (one atomic
-/// transition, one statement for all of them); returns the events it took, in no particular
-/// order: an event left out is processed, held by another worker, or gone.
+/// Takes each event for `lease` if it is unprocessed, due (not waiting for the retry time a
+/// failed attempt set) and nobody holds it (one atomic transition, one statement for all of
+/// them), each with a fresh claim token; returns the events it took, in no particular order:
+/// an event left out is processed, parked, waiting for its retry time, held by another
+/// worker, or gone.
 pub async fn claim_many<'e>(
     db: impl sqlx::PgExecutor<'e>,
     ids: &[Uuid],
@@ -178,33 +185,49 @@ pub async fn claim_many<'e>(
 /// plan. It commits without waiting for the WAL flush: a claim lost to a crash only leaves
 /// the event unclaimed, and what the job commits after it (synchronously, at the latest with
 /// the draft) flushes the log up to and including the claim.
+///
+/// `retry_at` is checked here and not only by the sweeper: a job pushed for an event that is
+/// backing off (a second push of one webhook, an orphaned job returned by the queue) must
+/// not run it before its time, or a failing event would be retried as fast as jobs arrive.
 pub const CLAIM: &str = concat!(
     crate::async_commit!(),
     "
-     UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
+     UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2),
+            claim_token = gen_random_uuid()
      FROM async_commit
      WHERE id = ANY($1::uuid[]) AND processed_at IS NULL AND parked_at IS NULL
        AND (locked_until IS NULL OR locked_until < now())
-     RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at"
+       AND (retry_at IS NULL OR retry_at <= now())
+     RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at, retry_at,
+               claim_token"
 );
 
-/// Extends the lease of an event that is still being processed.
-pub async fn renew(pool: &PgPool, id: Uuid, lease: Duration) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2)
-         WHERE id = $1 AND processed_at IS NULL",
+/// Extends the lease of an event that is still being processed by the claim `token` names;
+/// `false` when that claim is no longer the event's (taken over after it lapsed, or the
+/// event is done), and nothing was written.
+pub async fn renew(
+    pool: &PgPool,
+    id: Uuid,
+    token: Uuid,
+    lease: Duration,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE inbound_events SET locked_until = now() + make_interval(secs => $3)
+         WHERE id = $1 AND claim_token = $2 AND processed_at IS NULL",
     )
     .bind(id)
+    .bind(token)
     .bind(lease.as_secs_f64())
     .execute(pool)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
 
 /// Loads an event.
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, org_id, connection_id, channel, dedup_key, payload, processed_at
+        "SELECT id, org_id, connection_id, channel, dedup_key, payload, processed_at, retry_at,
+                claim_token
          FROM inbound_events WHERE id = $1",
     )
     .bind(id)
@@ -232,22 +255,26 @@ pub struct Failure {
     pub parked: bool,
 }
 
-/// Counts a failed attempt, remembers the last error for operators, gives the lease back and
-/// sets when the sweeper may retry it (backing off); past `max_attempts` the event is
-/// parked instead: never claimed nor swept again until an admin replays it. `None` when the
-/// event is gone or already processed.
+/// Counts a failed attempt of the claim `token` names, remembers the last error for
+/// operators, gives the lease back and sets when the event may run again (backing off);
+/// past `max_attempts` the event is parked instead: never claimed nor swept again until an
+/// admin replays it. `None` (and nothing written) when the event is gone, already processed
+/// or parked, or no longer held by that claim: a job whose lease was taken over must not
+/// count its failure against the new holder, nor free or delay the event under it.
 pub async fn record_failure(
     pool: &PgPool,
     id: Uuid,
+    token: Uuid,
     error: &str,
     policy: RetryPolicy,
 ) -> Result<Option<Failure>, StoreError> {
     // SET expressions read the row as it was, so `attempts` is the count before this one.
     let row: Option<(i32, bool)> = sqlx::query_as(
         "UPDATE inbound_events SET attempts = attempts + 1, last_error = $2, locked_until = NULL,
+                claim_token = NULL,
                 retry_at = now() + make_interval(secs => LEAST($4, $3 * power(2, LEAST(attempts, 30)))),
                 parked_at = CASE WHEN attempts + 1 >= $5 THEN now() END
-         WHERE id = $1 AND processed_at IS NULL AND parked_at IS NULL
+         WHERE id = $1 AND claim_token = $6 AND processed_at IS NULL AND parked_at IS NULL
          RETURNING attempts, parked_at IS NOT NULL",
     )
     .bind(id)
@@ -255,6 +282,7 @@ pub async fn record_failure(
     .bind(policy.base.as_secs_f64())
     .bind(policy.max_wait.as_secs_f64())
     .bind(policy.max_attempts.max(1))
+    .bind(token)
     .fetch_optional(pool)
     .await?;
     Ok(row.map(|(attempts, parked)| Failure { attempts, parked }))

@@ -8,6 +8,7 @@ mod expert;
 mod expert_integrity;
 mod expert_random;
 mod expert_support;
+mod fenced_writes;
 mod health;
 mod hostile_input;
 mod inbound;

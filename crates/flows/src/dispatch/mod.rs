@@ -4,7 +4,11 @@
 //!
 //! Failures it guards against, and how:
 //! - two workers (or pods) running the same row: the job claims the row with one atomic
-//!   `UPDATE … RETURNING` and a lease renewed while the provider is called;
+//!   `UPDATE … RETURNING` and a lease renewed while the provider is called; every later
+//!   write names the claim, and a run that finds its lease taken over stops before its next
+//!   part (see [`lease`]);
+//! - Postgres failing a write after a provider accepted a part: the write is tried again
+//!   while the lease lasts, since a part not recorded is sent again by the next holder;
 //! - a pod dying mid-send: its lease lapses and the outbox sweeper pushes the row again;
 //!   each accepted part's provider id is recorded before the next part goes out, so a
 //!   retry never resends an accepted part (see docs/ARCHITECTURE.md for the one window
@@ -16,13 +20,17 @@
 //!   pod, defers sends while it is open and lets one probe through after the cool-down;
 //! - a failure no retry fixes soon: the round ends in the dead-letter table, which the
 //!   dead-letter worker retries with backoff up to [`MAX_DEAD_LETTER_RETRIES`] times before
-//!   the reply is `dead` and one alert is raised.
+//!   the reply is `dead` and one alert is raised;
+//! - a row that cannot be sent at all (its connection deleted, its secrets no longer
+//!   decrypting with the master key): `dead` at once with one alert, before any provider
+//!   call, rather than an error that the sweeper would push again for ever.
 //!
 //! Each outcome is one transaction on the outbox row, its message and (on failure) its
 //! dead-letter row, with the `message_status_updated` event stored in it.
 
 mod breakers;
 pub mod dead_letters;
+mod lease;
 mod record;
 mod send;
 mod worker;
@@ -152,7 +160,9 @@ pub enum Outcome {
         /// Whether the reply is now `dead`.
         dead: bool,
     },
-    /// The lease lapsed and another worker took the row over; nothing was recorded.
+    /// The lease was taken over by another worker (or ran out while Postgres could not
+    /// renew it): the run stopped before its next part and recorded nothing more; the row's
+    /// next holder sends what is not recorded.
     LeaseLost,
 }
 

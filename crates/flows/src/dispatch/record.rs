@@ -1,7 +1,11 @@
 //! Recording what the provider said: one transaction per outcome on the outbox row, its
 //! message and (on a final failure) its dead-letter row, with the `message_status_updated`
 //! event stored in the same transaction, so the console's view cannot miss a change.
+//!
+//! Each outcome is a fenced write ([`Lease::write`]): tried again while the lease lasts if
+//! Postgres fails it, and nothing at all if the lease was taken over.
 
+use super::lease::Lease;
 use super::{DispatchError, MAX_DEAD_LETTER_RETRIES, Outcome};
 use crate::Deps;
 use std::time::Duration;
@@ -55,12 +59,17 @@ fn event(row: &Claimed, status: &str, error: Option<&str>) -> (EventKind, serde_
 /// Every part was accepted.
 pub(super) async fn sent(
     deps: &Deps,
+    lease: &Lease,
     row: &Claimed,
     accepted: &[String],
 ) -> Result<Outcome, DispatchError> {
     let first = accepted.first().map_or("", String::as_str);
     let (kind, payload) = event(row, "sent", None);
-    if !delivery::mark_sent(&deps.db, row.id, row.lease_id, first, (kind, &payload)).await? {
+    let mark = || async {
+        let sent = delivery::mark_sent(&deps.db, row.id, row.lease_id, first, (kind, &payload));
+        Ok(sent.await?.then_some(()))
+    };
+    if lease.write(deps, "sent", mark).await?.is_none() {
         tracing::warn!(outbox_id = %row.id, "sent, but the lease was taken over before the outcome was recorded");
         return Ok(Outcome::LeaseLost);
     }
@@ -75,6 +84,7 @@ pub(super) async fn sent(
 /// back and the row is due again after `wait`. `false` when the lease was lost.
 pub(super) async fn retry(
     deps: &Deps,
+    lease: &Lease,
     row: &Claimed,
     verdict: &Verdict,
     wait: Duration,
@@ -83,16 +93,13 @@ pub(super) async fn retry(
     let reason = verdict.reason();
     tracing::info!(outbox_id = %row.id, channel = %row.channel, wait_ms = wait.as_millis() as u64, %reason, "outbound attempt failed; retrying");
     let (kind, payload) = event(row, "retry", Some(reason));
-    let recorded = delivery::mark_retry(
-        &deps.db,
-        row.id,
-        row.lease_id,
-        reason,
-        wait,
-        release,
-        (kind, &payload),
-    )
-    .await?;
+    let mark = || async {
+        let event = (kind, &payload);
+        let marked =
+            delivery::mark_retry(&deps.db, row.id, row.lease_id, reason, wait, release, event);
+        Ok(marked.await?.then_some(()))
+    };
+    let recorded = lease.write(deps, "retry", mark).await?.is_some();
     if recorded {
         deps.emitter.wake();
     }
@@ -102,10 +109,15 @@ pub(super) async fn retry(
 /// The breaker is open: no call, no attempt counted; the row is due again after `wait`.
 pub(super) async fn deferred(
     deps: &Deps,
+    lease: &Lease,
     row: &Claimed,
     wait: Duration,
 ) -> Result<Outcome, DispatchError> {
-    if !delivery::defer(&deps.db, row.id, row.lease_id, wait).await? {
+    let defer = || async {
+        let deferred = delivery::defer(&deps.db, row.id, row.lease_id, wait);
+        Ok(deferred.await?.then_some(()))
+    };
+    if lease.write(deps, "deferred", defer).await?.is_none() {
         return Ok(Outcome::LeaseLost);
     }
     metrics::counter!("outbound_deferred_total", "channel" => row.channel.as_str()).increment(1);
@@ -114,13 +126,26 @@ pub(super) async fn deferred(
     Ok(Outcome::Deferred { after: wait })
 }
 
+/// How a round that failed for good is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// A dead letter the dead-letter worker retries (until the retries are used up).
+    Retried,
+    /// `dead` at once: the row failed before any provider call, for a reason no retry
+    /// fixes as things are (a deleted connection, secrets that no longer decrypt). Its one
+    /// alert tells an operator, who fixes the cause and retries it.
+    Dead,
+}
+
 /// The round failed for good: dead-lettered (or `dead` once the dead-letter retries are
-/// used up, which raises the alert).
+/// used up, or at once for an [`Ending::Dead`], which raises the alert).
 pub(super) async fn failed(
     deps: &Deps,
+    lease: &Lease,
     row: &Claimed,
     attempts: i32,
     verdict: &Verdict,
+    ending: Ending,
 ) -> Result<Outcome, DispatchError> {
     let failure = Failure {
         error: verdict.reason(),
@@ -128,15 +153,23 @@ pub(super) async fn failed(
         attempts,
         max_retries: MAX_DEAD_LETTER_RETRIES,
         backoff: deps.dispatch.settings().dead_letter_backoff,
+        dead: ending == Ending::Dead,
     };
-    let mut tx = deps.db.begin().await?;
-    let Some(failed) = delivery::mark_failed(&mut tx, row.id, row.lease_id, failure).await? else {
-        tx.rollback().await?;
+    let mark = || async {
+        let mut tx = deps.db.begin().await?;
+        let Some(failed) = delivery::mark_failed(&mut tx, row.id, row.lease_id, failure).await?
+        else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let events = [event(row, &failed.status, Some(failure.error))];
+        event_outbox::enqueue(&mut *tx, failed.org_id, &events).await?;
+        tx.commit().await?;
+        Ok(Some(failed))
+    };
+    let Some(failed) = lease.write(deps, "failed", mark).await? else {
         return Ok(Outcome::LeaseLost);
     };
-    let events = [event(row, &failed.status, Some(failure.error))];
-    event_outbox::enqueue(&mut *tx, failed.org_id, &events).await?;
-    tx.commit().await?;
     deps.emitter.wake();
     let dead = failed.status == "dead";
     metrics::counter!("outbound_dead_letters_total", "channel" => row.channel.as_str(), "status" => if dead { "dead" } else { "queued" })

@@ -1,16 +1,20 @@
 //! One run of the `channel-outbound` job: claim the row, check the breaker, send the parts
 //! not yet accepted, retry or reschedule, and record the outcome.
 
-use super::record::{self, Verdict};
+use super::lease::Lease;
+use super::record::{self, Ending, Verdict};
 use super::{DispatchError, MAX_ATTEMPTS, Outcome, breakers};
 use crate::Deps;
+use crate::faults::DispatchPoint;
 use rand::Rng;
 use std::time::Duration;
 use switchboard_channels::outbound::{PartOutcome, PartRequest, max_chars, split};
 use switchboard_coord::breaker::Admission;
 use switchboard_domain::jobs::OutboxPayload;
+use switchboard_store::StoreError;
 use switchboard_store::connections::{self, Secrets};
 use switchboard_store::delivery::{self, Claimed, Unclaimed};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 /// How often a job that finds its row not yet due waits for it before giving up; the job
@@ -19,7 +23,7 @@ const CLAIM_TRIES: usize = 5;
 
 /// Runs the job for one outbox row.
 pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchError> {
-    let Some(row) = claim(deps, outbox_id).await? else {
+    let Some((row, claimed_at)) = claim(deps, outbox_id).await? else {
         return Ok(match delivery::unclaimed(&deps.db, outbox_id).await? {
             Unclaimed::Missing => Outcome::Missing,
             Unclaimed::Finished => Outcome::Finished,
@@ -27,14 +31,17 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
             Unclaimed::NotDue(_) => Outcome::NotDue,
         });
     };
+    let lease = Lease::new(&row, deps.dispatch.settings().lease, claimed_at);
     let prepared = match prepare(deps, &row).await? {
         Ok(prepared) => prepared,
         Err(reason) => {
+            // Before any provider call: no retry fixes this as things are, so the row is
+            // dead at once with one alert, instead of going round the retries.
             let verdict = Verdict::Permanent {
                 reason,
                 status: None,
             };
-            return record::failed(deps, &row, row.attempts, &verdict).await;
+            return record::failed(deps, &lease, &row, row.attempts, &verdict, Ending::Dead).await;
         }
     };
     let breaker = breakers::breaker(deps, row.channel, row.connection_id);
@@ -43,25 +50,26 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
     loop {
         // A breaker Redis cannot answer is treated as closed: the send is the work.
         if let Ok(Admission::Open { retry_in }) = breaker.admit().await {
-            return record::deferred(deps, &row, retry_in).await;
+            return record::deferred(deps, &lease, &row, retry_in).await;
         }
-        let sending = send_parts(deps, &row, &prepared, &mut accepted);
-        let verdict = match hold_lease(deps, &row, sending).await? {
-            None => {
+        let sending = send_parts(deps, &lease, &row, &prepared, &mut accepted);
+        let verdict = match lease.hold(deps, sending).await? {
+            Sent::All => {
                 breakers::note(&breaker, true).await;
-                return record::sent(deps, &row, &accepted).await;
+                return record::sent(deps, &lease, &row, &accepted).await;
             }
-            Some(verdict) => verdict,
+            Sent::Stopped => return Ok(Outcome::LeaseLost),
+            Sent::Failed(verdict) => verdict,
         };
         attempts += 1;
         let Verdict::Retry { after, .. } = &verdict else {
             // The provider answered: it is up, whatever it thought of this message.
             breakers::note(&breaker, true).await;
-            return record::failed(deps, &row, attempts, &verdict).await;
+            return record::failed(deps, &lease, &row, attempts, &verdict, Ending::Retried).await;
         };
         let opened = breakers::note(&breaker, false).await;
         if attempts >= MAX_ATTEMPTS {
-            return record::failed(deps, &row, attempts, &verdict).await;
+            return record::failed(deps, &lease, &row, attempts, &verdict, Ending::Retried).await;
         }
         let settings = deps.dispatch.settings();
         let mut wait = backoff(settings.retry_base, attempts).max(after.unwrap_or_default());
@@ -69,23 +77,25 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
             wait = wait.max(settings.breaker.cooldown);
         }
         let inline = wait <= settings.max_inline_wait;
-        if !record::retry(deps, &row, &verdict, wait, !inline).await? {
+        if !record::retry(deps, &lease, &row, &verdict, wait, !inline).await? {
             return Ok(Outcome::LeaseLost);
         }
         if !inline {
             super::push_after(deps, outbox_id, wait).await;
             return Ok(Outcome::Rescheduled { after: wait });
         }
-        hold_lease(deps, &row, tokio::time::sleep(wait)).await;
+        lease.hold(deps, tokio::time::sleep(wait)).await;
     }
 }
 
-/// Claims the row; a row due within the inline wait is waited for.
-async fn claim(deps: &Deps, outbox_id: Uuid) -> Result<Option<Claimed>, DispatchError> {
+/// Claims the row; a row due within the inline wait is waited for. With the row, when the
+/// claim that took it was sent (its lease runs from about then).
+async fn claim(deps: &Deps, outbox_id: Uuid) -> Result<Option<(Claimed, Instant)>, DispatchError> {
     let settings = deps.dispatch.settings();
     for _ in 0..CLAIM_TRIES {
+        let sent_at = Instant::now();
         if let Some(row) = delivery::claim(&deps.db, outbox_id, settings.lease).await? {
-            return Ok(Some(row));
+            return Ok(Some((row, sent_at)));
         }
         match delivery::unclaimed(&deps.db, outbox_id).await? {
             Unclaimed::NotDue(wait) if wait <= settings.max_inline_wait => {
@@ -105,18 +115,30 @@ struct Prepared {
 }
 
 /// The connection's secrets, the payload and its parts; `Err` with a reason when the row
-/// can never be sent as it is.
+/// can never be sent as it is. Postgres failing is an error (the row is tried again); a
+/// secret that no longer decrypts is a reason, since trying again changes nothing until
+/// an operator restores the key or the connection's secrets.
 async fn prepare(deps: &Deps, row: &Claimed) -> Result<Result<Prepared, String>, DispatchError> {
     let payload: OutboxPayload = match serde_json::from_value(row.payload.clone()) {
         Ok(p) => p,
         Err(e) => return Ok(Err(format!("the outbox payload is malformed: {e}"))),
     };
     let found = connections::get_with_secrets(&deps.db, &deps.dispatch.cipher, row.connection_id);
-    let Some((_, secrets)) = found.await? else {
-        return Ok(Err(format!(
-            "the {} connection this reply leaves through was deleted",
-            row.channel
-        )));
+    let secrets = match found.await {
+        Ok(Some((_, secrets))) => secrets,
+        Ok(None) => {
+            return Ok(Err(format!(
+                "the {} connection this reply leaves through was deleted",
+                row.channel
+            )));
+        }
+        Err(StoreError::Crypto(why)) => {
+            return Ok(Err(format!(
+                "the {} connection's secrets cannot be read with the current MASTER_ENCRYPTION_KEY ({why}); restore the key or re-enter the connection's secrets, then retry this dead letter",
+                row.channel
+            )));
+        }
+        Err(e) => return Err(e.into()),
     };
     let parts = split(&payload.text, max_chars(row.channel).unwrap_or(usize::MAX));
     if parts.is_empty() {
@@ -129,16 +151,33 @@ async fn prepare(deps: &Deps, row: &Claimed) -> Result<Result<Prepared, String>,
     }))
 }
 
+/// How a run of [`send_parts`] ended.
+enum Sent {
+    /// Every part is accepted and recorded.
+    All,
+    /// The lease was taken over (or ran out): the rest of the reply is its next holder's.
+    Stopped,
+    /// A part failed; why.
+    Failed(Verdict),
+}
+
 /// Sends the parts not accepted yet, in order, recording each accepted one before the next
-/// goes out. `None` when all are accepted, else why the failing part failed.
+/// goes out, and stops before any further part once the lease is lost: its new holder
+/// sends what is not recorded, so going on would send the rest of the reply twice.
 async fn send_parts(
     deps: &Deps,
+    lease: &Lease,
     row: &Claimed,
     prepared: &Prepared,
     accepted: &mut Vec<String>,
-) -> Result<Option<Verdict>, DispatchError> {
+) -> Result<Sent, DispatchError> {
     let key = row.id.to_string();
     while accepted.len() < prepared.parts.len() {
+        if !lease.held() {
+            tracing::warn!(outbox_id = %row.id, sent = accepted.len(), parts = prepared.parts.len(),
+                "outbox lease lost; the remaining parts are left to its holder");
+            return Ok(Sent::Stopped);
+        }
         let index = accepted.len();
         let request = PartRequest {
             channel: row.channel,
@@ -160,10 +199,18 @@ async fn send_parts(
             .increment(1);
         match outcome {
             PartOutcome::Accepted { provider_id } => {
-                if !delivery::record_part(&deps.db, row.id, row.lease_id, index, &provider_id)
-                    .await?
-                {
-                    tracing::warn!(outbox_id = %row.id, "outbox lease lost while sending parts");
+                deps.faults
+                    .dispatch_point(DispatchPoint::PartAccepted)
+                    .await;
+                let record = || async {
+                    let recorded =
+                        delivery::record_part(&deps.db, row.id, row.lease_id, index, &provider_id);
+                    Ok(recorded.await?.then_some(()))
+                };
+                if lease.write(deps, "part", record).await?.is_none() {
+                    tracing::warn!(outbox_id = %row.id, part = index, parts = prepared.parts.len(),
+                        "outbox lease lost while sending parts; the remaining parts are left to its holder");
+                    return Ok(Sent::Stopped);
                 }
                 accepted.push(provider_id);
             }
@@ -172,37 +219,23 @@ async fn send_parts(
                 reason,
                 status,
             } => {
-                return Ok(Some(Verdict::Retry {
+                return Ok(Sent::Failed(Verdict::Retry {
                     after,
                     reason,
                     status,
                 }));
             }
             PartOutcome::Permanent { reason, status } => {
-                return Ok(Some(Verdict::Permanent { reason, status }));
+                return Ok(Sent::Failed(Verdict::Permanent { reason, status }));
             }
         }
     }
-    Ok(None)
+    Ok(Sent::All)
 }
 
-/// Runs `work` while renewing the row's lease.
-async fn hold_lease<T>(deps: &Deps, row: &Claimed, work: impl Future<Output = T>) -> T {
-    let lease = deps.dispatch.settings().lease;
-    let renew = || async move {
-        match delivery::renew(&deps.db, row.id, row.lease_id, lease).await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(outbox_id = %row.id, "outbox lease was taken over"),
-            Err(e) => {
-                tracing::warn!(outbox_id = %row.id, error = %e, "could not renew the outbox lease")
-            }
-        }
-    };
-    switchboard_domain::lease::hold(lease, renew, work).await
-}
-
-/// `base × 2^(attempt − 1)`, with ±50 % jitter so retries of many rows spread out.
-fn backoff(base: Duration, attempt: i32) -> Duration {
+/// `base × 2^(attempt − 1)`, with ±50 % jitter so retries of many rows spread out: the
+/// provider attempts' wait, and the fenced writes' (see [`super::lease`]).
+pub(super) fn backoff(base: Duration, attempt: i32) -> Duration {
     let exp = u32::try_from(attempt.saturating_sub(1))
         .unwrap_or(0)
         .min(16);

@@ -42,6 +42,8 @@ pub enum Outcome {
     AlreadyProcessed,
     /// Another worker holds its lease right now.
     HeldElsewhere,
+    /// A failed attempt set a later retry time; the sweeper pushes it again then.
+    Waiting,
     /// Nothing to draft (e.g. a bot message); marked processed.
     NoMessage,
     /// Processed now; `fallback` when the agent failed.
@@ -80,23 +82,34 @@ impl From<sqlx::Error> for JobError {
 
 /// Runs the job for one inbox event.
 pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
-    let result = run(deps, event_id).await;
+    let mut claim = None;
+    let result = run(deps, event_id, &mut claim).await;
     if let Err(e) = &result {
+        // Only a failure under this job's own claim is counted: one that came before the
+        // claim (Postgres away) was no attempt, and a lease taken over meanwhile belongs to
+        // the job that took it, whose row this job must not back off or park.
+        let Some(token) = claim else {
+            tracing::debug!(%event_id, error = %e, "inbound job failed before its claim; nothing to record");
+            return result;
+        };
         let policy = deps.inbox_policy.retry;
-        match inbox::record_failure(&deps.db, event_id, &e.to_string(), policy).await {
+        match inbox::record_failure(&deps.db, event_id, token, &e.to_string(), policy).await {
             Ok(Some(failure)) if failure.parked => {
                 metrics::counter!("inbox_events_parked_total").increment(1);
                 tracing::error!(%event_id, attempts = failure.attempts, error = %e,
                     "inbound event parked after too many failed attempts; replay it once fixed");
             }
-            Ok(_) => {}
+            Ok(Some(_)) => {}
+            Ok(None) => tracing::warn!(%event_id, error = %e,
+                "inbound job failed after its lease was taken over; the failure is not recorded"),
             Err(record) => tracing::warn!(error = %record, "could not record inbound job failure"),
         }
     }
     result
 }
 
-async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
+/// The job; `claim` is set to the claim's token once the event is held.
+async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Outcome, JobError> {
     let started = std::time::Instant::now();
     // Database work gives way to the webhooks while the pod is busy; waiting for the agent
     // does not hold a turn (see `pressure`).
@@ -107,9 +120,14 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         return Ok(match inbox::get(&deps.db, event_id).await? {
             None => Outcome::Missing,
             Some(e) if e.processed_at.is_some() => Outcome::AlreadyProcessed,
+            Some(e) if e.retry_at.is_some_and(|at| at > chrono::Utc::now()) => Outcome::Waiting,
             Some(_) => Outcome::HeldElsewhere,
         });
     };
+    let token = event.claim_token.ok_or_else(|| {
+        StoreError::Unexpected("the inbox claim returned no claim token".to_owned())
+    })?;
+    *claim = Some(token);
     let payload: InboxPayload = serde_json::from_value(event.payload.clone())?;
     let Some(mut message) = payload.message else {
         mark_processed(&deps.db, event_id).await?;
@@ -120,7 +138,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         // fetched, with no turn held meanwhile.
         drop(turn);
         let fetching = email_text(deps, event.connection_id, &email_id);
-        message.text = holding_lease(deps, event_id, fetching).await?;
+        message.text = holding_lease(deps, event_id, token, fetching).await?;
         message.text =
             switchboard_channels::cap_text(message.text, deps.inbox_policy.text_max_bytes);
         turn = deps.load.admit().await;
@@ -176,7 +194,7 @@ async fn run(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
         message_id,
         history,
     );
-    let fallback = holding_lease(deps, event_id, drafting).await?;
+    let fallback = holding_lease(deps, event_id, token, drafting).await?;
     tracing::debug!(
         %event_id,
         stored_ms = stored_at.as_millis() as u64,
@@ -226,11 +244,22 @@ async fn email_text(deps: &Deps, connection_id: Uuid, email_id: &str) -> Result<
 
 /// Runs `work` (the agent call and what follows) while renewing the event's lease every
 /// third of `INBOX_LEASE_SECS`: a slow agent keeps its event, and the event of a pod that
-/// died is free for the sweeper within one lease.
-async fn holding_lease<T>(deps: &Deps, event_id: Uuid, work: impl Future<Output = T>) -> T {
+/// died is free for the sweeper within one lease. The renewal names the claim (`token`), so
+/// a job that stalled past its lease and lost the event to another never extends the new
+/// holder's lease; its work still finishes, and every step of it is idempotent.
+async fn holding_lease<T>(
+    deps: &Deps,
+    event_id: Uuid,
+    token: Uuid,
+    work: impl Future<Output = T>,
+) -> T {
     let renew = || async move {
-        if let Err(e) = inbox::renew(&deps.db, event_id, deps.inbox_lease).await {
-            tracing::warn!(%event_id, error = %e, "could not renew the inbox lease");
+        match inbox::renew(&deps.db, event_id, token, deps.inbox_lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(%event_id, "the inbox lease was taken over or the event is done")
+            }
+            Err(e) => tracing::warn!(%event_id, error = %e, "could not renew the inbox lease"),
         }
     };
     switchboard_domain::lease::hold(deps.inbox_lease, renew, work).await
