@@ -269,6 +269,30 @@ test("double-click release sends one reply", async () => {
   assert.equal(await page1.locator(".msg.out", { hasText: draft }).count(), 1, "one outbound message");
 });
 
+test("an item that changed since the expert looked is not sent: the console says what changed", async () => {
+  tag.ada = nonce();
+  await customerWrites("slack", `Where is my parcel? [${tag.ada}]`, "Ada Lovelace");
+  await row(page1, tag.ada).waitFor({ timeout: 20_000 });
+  // A console whose live feed is cut: the item changes on the server without it hearing.
+  const stale = await newPage("stale");
+  await stale.routeWebSocket(/socket\.io/, () => {});
+  await logIn(stale, LB, "expert1@browser.test");
+  await row(stale, tag.ada).click();
+  await waitFor("the draft in the stale console", async () => (await stale.inputValue("#composer")).length > 0);
+  const seen = await stale.inputValue("#composer");
+  await customerWrites("slack", `Actually, send it to my office [${tag.ada}]`, "Ada Lovelace");
+  // The live console sees the new message; the stale one does not.
+  await row(page1, "send it to my office").waitFor({ timeout: 20_000 });
+  await stale.click('[data-action="release"]');
+  await stale.locator("#detail-banner", { hasText: "Nothing was sent" }).waitFor({ timeout: 10_000 });
+  assert.match(await stale.textContent("#detail-banner"), /the customer wrote again/);
+  await sleep(1000);
+  assert.equal((await providerCalls("slack")).filter((c) => c.text === seen).length, 0, "nothing sent");
+  console.log(`  412 explanation: ${await stale.textContent("#detail-banner")}`);
+  await stale.context().close();
+  pages.delete("stale");
+});
+
 test("the customer simulator: a customer writes there, the expert answers in the console, the page shows the reply", async () => {
   const sim = await newPage("simulator");
   await sim.goto(`${DEMO}/`);
