@@ -273,12 +273,20 @@ test("an item that changed since the expert looked is not sent: the console says
   tag.ada = nonce();
   await customerWrites("slack", `Where is my parcel? [${tag.ada}]`, "Ada Lovelace");
   await row(page1, tag.ada).waitFor({ timeout: 20_000 });
-  // A console whose live feed is cut: the item changes on the server without it hearing.
+  // A console whose live feed is cut once it shows the item: the item then changes on the
+  // server without it hearing.
   const stale = await newPage("stale");
-  await stale.routeWebSocket(/socket\.io/, () => {});
+  let cut = false;
+  await stale.routeWebSocket(/socket\.io/, (ws) => {
+    const server = ws.connectToServer();
+    server.onMessage((message) => {
+      if (!cut) ws.send(message);
+    });
+  });
   await logIn(stale, LB, "expert1@browser.test");
   await row(stale, tag.ada).click();
   await waitFor("the draft in the stale console", async () => (await stale.inputValue("#composer")).length > 0);
+  cut = true;
   const seen = await stale.inputValue("#composer");
   await customerWrites("slack", `Actually, send it to my office [${tag.ada}]`, "Ada Lovelace");
   // The live console sees the new message; the stale one does not.
