@@ -31,23 +31,26 @@
 //! it ends, and counted in between (`realtime_relay_paused`, `realtime_relay_retries_total`,
 //! `realtime_relay_local_events_total`).
 
+mod emitter;
+mod pause;
+mod publisher;
+
 use crate::Adapter;
 use crate::driver::PubSubDriver;
 use crate::events;
-use crate::handshake::org_room;
 use crate::watchdog::HealthCell;
+pub(crate) use emitter::RealtimeEmitter;
+use pause::Pause;
+use publisher::Publisher;
 use serde_json::Value;
-use socketioxide::{BroadcastError, SendError, SocketError, SocketIo};
+use socketioxide::SocketIo;
 use sqlx::Acquire;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use switchboard_domain::{Emitter, EventKind};
-use switchboard_store::{PgPool, event_outbox};
-use tokio::sync::{Notify, mpsc};
+use switchboard_store::PgPool;
+use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 /// How long the relay lease lasts unrenewed: how long the events of a pod killed in the
@@ -61,94 +64,10 @@ const BATCH: i64 = 500;
 /// wait, and every org gets its share of it.
 const PER_ORG: i64 = 100;
 const ORGS: i64 = 100;
-/// A cross-pod publish slower than this is given up; the local fallback delivers the event.
-const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
-/// After a failed publish, the pause before Redis is asked again; it doubles with each
-/// failure in a row, up to [`RETRY_MAX`].
-const RETRY_FIRST: Duration = Duration::from_millis(100);
-const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long the local fallback waits, per burst, for a socket whose buffer is full.
 const LOCAL_STALL: Duration = Duration::from_millis(500);
 /// How long asking Redis whether it answers may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-/// Events waiting for the emit writer.
-const EMIT_DEPTH: usize = 4096;
-
-/// Publishes numbered events to the org's room on every pod.
-struct Publisher {
-    io: SocketIo<Adapter>,
-}
-
-impl Publisher {
-    /// Publishes through the adapter, which then delivers to this pod's sockets too. The
-    /// adapter publishes before it delivers locally, so on an error (Redis away, or slower
-    /// than [`PUBLISH_TIMEOUT`]) this pod's sockets did not get it either: the relay pauses
-    /// and its local fallback serves them from the log, in order.
-    async fn broadcast(&self, org_id: Uuid, event: &str, data: &Value) -> Result<(), String> {
-        let Some(ns) = self.io.of("/") else {
-            tracing::debug!(event, "sockets closed; event kept for GET /events");
-            return Ok(());
-        };
-        let sent = tokio::time::timeout(PUBLISH_TIMEOUT, ns.to(org_room(org_id)).emit(event, data));
-        let error = match sent.await {
-            // Out; some local socket may not have taken it (closing, full).
-            Ok(Ok(()) | Err(BroadcastError::Socket(_))) => {
-                metrics::counter!("realtime_emits_total", "event" => metric_name(event))
-                    .increment(1);
-                return Ok(());
-            }
-            Ok(Err(e @ BroadcastError::Serialize(_))) => {
-                tracing::error!(event, error = %e, "realtime event could not be encoded");
-                return Ok(());
-            }
-            Ok(Err(BroadcastError::Adapter(e))) => e.to_string(),
-            Err(_) => format!("publish timed out after {PUBLISH_TIMEOUT:?}"),
-        };
-        metrics::counter!("realtime_adapter_errors_total", "op" => "publish").increment(1);
-        Err(error)
-    }
-
-    /// Delivers one org's events, in order, to this pod's sockets only; returns how many
-    /// events went out. Socket by socket: a burst read from the log outruns a socket's
-    /// writer (socketioxide buffers 128 packets per socket and refuses more), so a full
-    /// socket is waited for, up to [`LOCAL_STALL`] per burst; one that stays full (a client
-    /// that stopped reading) misses the rest, which its `GET /events` fills.
-    async fn local(&self, org_id: Uuid, burst: &[(&str, Value)]) -> u64 {
-        let Some(ns) = self.io.of("/") else {
-            return 0;
-        };
-        for socket in ns.local().to(org_room(org_id)).sockets() {
-            let give_up = Instant::now() + LOCAL_STALL;
-            'burst: for (event, data) in burst {
-                loop {
-                    match socket.emit(*event, data) {
-                        Ok(()) => break,
-                        Err(SendError::Socket(SocketError::InternalChannelFull))
-                            if Instant::now() < give_up =>
-                        {
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                        }
-                        Err(e) => {
-                            tracing::debug!(event, error = %e, "local delivery stopped for a socket");
-                            break 'burst;
-                        }
-                    }
-                }
-            }
-        }
-        for (event, _) in burst {
-            metrics::counter!("realtime_emits_total", "event" => metric_name(event)).increment(1);
-        }
-        burst.len() as u64
-    }
-}
-
-/// Event names as metric labels, from the fixed set only.
-fn metric_name(event: &str) -> &'static str {
-    event
-        .parse::<EventKind>()
-        .map_or("other", EventKind::as_str)
-}
 
 /// What one relay cycle did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,72 +223,13 @@ struct Local {
     after: Uuid,
 }
 
-/// Whether the relay publishes, or rests because Redis did not take a publish.
-#[derive(Debug, Default)]
-struct Pause {
-    /// When publishing stopped; `None` while it works.
-    since: Option<Instant>,
-    /// Failed tries in a row (publishes and probes); each doubles the pause.
-    failures: u32,
-    /// When Redis is asked again.
-    retry_at: Option<Instant>,
-    /// Tries while paused, and events served from the log, for the line that ends it.
-    retries: u64,
-    served: u64,
-}
-
-impl Pause {
-    fn paused(&self) -> bool {
-        self.since.is_some()
-    }
-
-    /// The pause after `failures` failures in a row: 100 ms, doubling, at most 1 s.
-    fn delay(failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(16);
-        RETRY_FIRST.saturating_mul(1 << doublings).min(RETRY_MAX)
-    }
-
-    /// A publish or a probe failed: the outage begins (logged once) or goes on (counted).
-    fn failed(&mut self, now: Instant, error: &str) {
-        self.failures = self.failures.saturating_add(1);
-        self.retry_at = Some(now + Self::delay(self.failures));
-        if self.since.is_some() {
-            tracing::debug!(%error, failures = self.failures, "realtime: Redis still away");
-            return;
-        }
-        self.since = Some(now);
-        metrics::gauge!("realtime_relay_paused").set(1.0);
-        tracing::warn!(
-            %error,
-            "realtime: Redis did not take a publish; the relay stops publishing and asks \
-             Redis again every second at most, and each pod serves its own sockets from the \
-             event log until Redis returns"
-        );
-    }
-
-    /// Redis answered and nothing failed since: the relay publishes again (logged once).
-    fn recovered(&mut self, now: Instant) {
-        let Some(since) = self.since else {
-            return;
-        };
-        metrics::gauge!("realtime_relay_paused").set(0.0);
-        tracing::info!(
-            after = ?now.duration_since(since),
-            retries = self.retries,
-            served_from_log = self.served,
-            "realtime: Redis answers again; the relay publishes what waited"
-        );
-        *self = Pause::default();
-    }
-}
-
 /// The relay of one pod.
 pub(crate) struct Relay {
-    db: PgPool,
+    pub(super) db: PgPool,
     /// This relay's name in `relay_lease`.
     holder: Uuid,
     publisher: Publisher,
-    wake: Notify,
+    pub(super) wake: Notify,
     poll: Duration,
     /// The watchdog's view of the adapter's subscriptions.
     health: Arc<HealthCell>,
@@ -411,7 +271,7 @@ impl Relay {
 
     /// How long the relay loop waits for a wake before it looks again: the poll, or less
     /// when Redis is due to be asked again sooner.
-    fn idle_wait(&self) -> Duration {
+    pub(super) fn idle_wait(&self) -> Duration {
         let retry_at = self.pause().retry_at;
         retry_at.map_or(self.poll, |at| {
             at.saturating_duration_since(Instant::now()).min(self.poll)
@@ -826,150 +686,6 @@ impl Relay {
     }
 }
 
-/// An event emitted outside any business transaction.
-#[derive(Debug)]
-struct Pending {
-    org_id: Uuid,
-    event: EventKind,
-    payload: Value,
-}
-
-/// The pod's [`Emitter`]: wakes the relay, and stores out-of-transaction emits in call
-/// order through one writer task.
-pub(crate) struct RealtimeEmitter {
-    relay: Arc<Relay>,
-    tx: mpsc::Sender<Pending>,
-    rx: Mutex<Option<mpsc::Receiver<Pending>>>,
-    tracker: TaskTracker,
-}
-
-impl RealtimeEmitter {
-    pub(crate) fn new(relay: Arc<Relay>, tracker: TaskTracker) -> Self {
-        let (tx, rx) = mpsc::channel(EMIT_DEPTH);
-        Self {
-            relay,
-            tx,
-            rx: Mutex::new(Some(rx)),
-            tracker,
-        }
-    }
-
-    /// Starts the relay loop and the emit writer (once). The relay makes one last pass
-    /// after `token` is cancelled, so what the pod committed while draining still goes out.
-    pub(crate) fn spawn(&self, token: &CancellationToken) {
-        let Some(mut rx) = self
-            .rx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
-            return;
-        };
-        let relay = self.relay.clone();
-        let stop = token.clone();
-        self.tracker.spawn(async move {
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = relay.wake.notified() => {}
-                    () = tokio::time::sleep(relay.idle_wait()) => {}
-                }
-                relay.drain().await;
-            }
-            relay.drain().await;
-        });
-        let relay = self.relay.clone();
-        let stop = token.clone();
-        self.tracker.spawn(async move {
-            loop {
-                let first = tokio::select! {
-                    biased;
-                    next = rx.recv() => match next {
-                        Some(first) => first,
-                        None => break,
-                    },
-                    // Stop taking emits; what is queued is still stored below.
-                    () = stop.cancelled() => {
-                        rx.close();
-                        continue;
-                    }
-                };
-                let mut batch = vec![first];
-                while batch.len() < 256 {
-                    match rx.try_recv() {
-                        Ok(more) => batch.push(more),
-                        Err(_) => break,
-                    }
-                }
-                let rows: Vec<(Uuid, EventKind, Value)> = batch
-                    .into_iter()
-                    .map(|p| (p.org_id, p.event, p.payload))
-                    .collect();
-                store_with_retry(&relay.db, &rows).await;
-                relay.wake.notify_one();
-            }
-        });
-    }
-}
-/// Pauses between attempts to store emitted events (Postgres failing over).
-const STORE_BACKOFF: [Duration; 3] = [
-    Duration::from_millis(200),
-    Duration::from_secs(1),
-    Duration::from_secs(3),
-];
-
-async fn store_with_retry(db: &PgPool, rows: &[(Uuid, EventKind, Value)]) {
-    let mut attempt = 0;
-    loop {
-        match event_outbox::enqueue_many(db, rows).await {
-            Ok(()) => return,
-            Err(error) => match STORE_BACKOFF.get(attempt) {
-                Some(pause) => {
-                    tracing::warn!(count = rows.len(), %error, "storing emitted events failed; retrying");
-                    attempt += 1;
-                    tokio::time::sleep(*pause).await;
-                }
-                None => {
-                    metrics::counter!("realtime_events_dropped_total").increment(rows.len() as u64);
-                    tracing::error!(count = rows.len(), %error, "emitted events dropped: they could not be stored");
-                    return;
-                }
-            },
-        }
-    }
-}
-
-impl Emitter for RealtimeEmitter {
-    fn emit(&self, org_id: Uuid, event: EventKind, payload: Value) {
-        let pending = Pending {
-            org_id,
-            event,
-            payload,
-        };
-        if let Err(e) = self.tx.try_send(pending) {
-            // Full or closed: store it from a task of its own (order within a burst that
-            // overflows the writer is not kept; the seq still orders what clients see).
-            metrics::counter!("realtime_emit_overflow_total").increment(1);
-            let pending = match e {
-                mpsc::error::TrySendError::Full(p) | mpsc::error::TrySendError::Closed(p) => p,
-            };
-            let relay = self.relay.clone();
-            self.tracker.spawn(async move {
-                store_with_retry(
-                    &relay.db,
-                    &[(pending.org_id, pending.event, pending.payload)],
-                )
-                .await;
-                relay.wake.notify_one();
-            });
-        }
-    }
-
-    fn wake(&self) {
-        self.relay.wake.notify_one();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1025,26 +741,5 @@ mod tests {
         assert!(full(&many_orgs));
         assert!(!full(&many_orgs[1..]));
         assert!(!full(&[]));
-    }
-
-    #[test]
-    fn the_pause_doubles_from_100_ms_up_to_1_s() {
-        let pauses: Vec<u128> = (1..=7).map(|n| Pause::delay(n).as_millis()).collect();
-        assert_eq!(pauses, vec![100, 200, 400, 800, 1000, 1000, 1000]);
-        assert_eq!(Pause::delay(u32::MAX), RETRY_MAX);
-    }
-
-    #[test]
-    fn an_outage_begins_once_and_ends_once() {
-        let mut pause = Pause::default();
-        let t0 = Instant::now();
-        pause.failed(t0, "refused");
-        assert!(pause.paused());
-        assert_eq!(pause.retry_at, Some(t0 + RETRY_FIRST));
-        pause.failed(t0, "refused");
-        assert_eq!((pause.since, pause.failures), (Some(t0), 2));
-        pause.recovered(t0 + RETRY_MAX);
-        assert!(!pause.paused());
-        assert_eq!((pause.failures, pause.retry_at), (0, None));
     }
 }
