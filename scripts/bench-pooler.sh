@@ -28,11 +28,13 @@ cd "$ROOT"
 ROUNDS="${BENCH_ROUNDS:-3}"
 BENCH="$DEV/bench"
 OUT="$BENCH/pooler.jsonl"
-PGB="$BENCH/pgbouncer"
+# PgBouncer runs as the Postgres user, who cannot enter .dev (0700: it holds secrets).
+PGB=$(mktemp -d "${TMPDIR:-/tmp}/sb-pgbouncer.XXXXXX")
+chmod 755 "$PGB"
 # The comparison needs the native stack: its pods are restarted with each mode's settings.
 export SB_NATIVE=1
 
-mkdir -p "$BENCH" "$PGB"
+mkdir -p "$BENCH"
 : >"$OUT"
 log "Bringing the stack up (scripts/dev-up.sh)"
 scripts/dev-up.sh >"$BENCH/pooler-dev-up.log" 2>&1 || {
@@ -45,6 +47,7 @@ PGB_PORT=$(sb_free_port)
 sb_start_pgbouncer "$PGB" "$PGB_PORT" "$PG_PORT" ""
 stop_pooler() {
   sb_stop_pgbouncer "$PGB/pgbouncer.pid"
+  rm -rf "$PGB"
   # Leave the stack on Postgres directly, as dev-up makes it.
   unset SB_DATABASE_URL DATABASE_POOLER
   restart_pods >/dev/null 2>&1 || true

@@ -50,6 +50,10 @@ function pct(values, p) {
   const http = [];
   let errors = 0;
   let warmErrors = 0;
+  // What the measured releases were answered, by status and code ("200", "409 stale_draft",
+  // "network"): an error count alone does not say what to fix.
+  const statuses = {};
+  const count = (key) => (statuses[key] = (statuses[key] ?? 0) + 1);
   const interval = 1000 / rate;
   const start = performance.now();
   const measured = new Set(items);
@@ -70,12 +74,20 @@ function pct(values, p) {
               method: "POST",
               headers: { authorization: `Bearer ${token}`, "idempotency-key": crypto.randomUUID() },
             });
-            await r.arrayBuffer();
+            const text = await r.text();
             if (r.status !== 200) fail();
+            if (isMeasured) {
+              let code = "";
+              try {
+                code = r.status === 200 ? "" : ` ${JSON.parse(text).code ?? ""}`;
+              } catch {}
+              count(`${r.status}${code}`);
+            }
             // Latency from when the request was due: a late start counts (no coordinated omission).
             if (isMeasured) http.push(performance.now() - due);
           } catch (e) {
             fail();
+            if (isMeasured) count("network");
           }
           resolve();
         }, Math.max(0, due - performance.now()));
@@ -94,6 +106,7 @@ function pct(values, p) {
       rate,
       achieved_rate: +(items.length / sendSeconds).toFixed(1),
       errors,
+      statuses,
       warmup_releases: warm.length,
       warmup_errors: warmErrors,
       http_p50_ms: +pct(http, 50).toFixed(1),
