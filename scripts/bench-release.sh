@@ -85,6 +85,15 @@ restart_pods_on() {
     die "dev-up failed on $1 (log: .dev/bench/release-dev-up.log)"
 }
 
+# A baseline build from before the item recorded its draft's message runs on a schema
+# without the column: its items are seeded without it.
+if [ "$(psql_dev "SELECT count(*) FROM information_schema.columns
+                  WHERE table_name = 'expert_queue' AND column_name = 'draft_message_id'")" = 1 ]; then
+  DRAFT_MESSAGE_COLUMN="draft_message_id," DRAFT_MESSAGE_VALUE="message_id,"
+else
+  DRAFT_MESSAGE_COLUMN="" DRAFT_MESSAGE_VALUE=""
+fi
+
 # Inserts $2 fresh pending items tagged $1 (customer, conversation, inbound message, draft)
 # and writes their ids to file $3.
 seed_items() {
@@ -106,8 +115,8 @@ seed_items() {
       INSERT INTO drafts (org_id, conversation_id, message_id, body, confidence)
       SELECT '$ORG_ID', conversation_id, id, 'It ships tomorrow.', 0.8 FROM msg
       RETURNING id, conversation_id, message_id, body, confidence)
-    INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body, draft_confidence)
-    SELECT '$ORG_ID', conversation_id, id, message_id, body, confidence FROM d RETURNING id" >"$file"
+    INSERT INTO expert_queue (org_id, conversation_id, draft_id, $DRAFT_MESSAGE_COLUMN draft_body, draft_confidence)
+    SELECT '$ORG_ID', conversation_id, id, $DRAFT_MESSAGE_VALUE body, confidence FROM d RETURNING id" >"$file"
 }
 
 # Seeds WARMUP + ITEMS fresh items for run $1 and releases them at RATE from one client
