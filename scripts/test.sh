@@ -101,14 +101,28 @@ SB_TEST_PG_BINDIR=$(sb_pg_bindir)
 export SB_TEST_PG_BINDIR
 export SB_TEST_PG_RESTART="$work/pg-restart"
 
-if [ "$topology" = tls-pooler ] && [ "$#" -eq 0 ]; then
+# The topology test restarts the test Postgres under load: every other test's connections
+# would be cut with it. It runs alone, after the others (whole runs only).
+alone='topology'
+run_alone() {
   if command -v cargo-nextest >/dev/null 2>&1; then
-    cargo nextest run --no-fail-fast --workspace -E "test(/$tls_pooler_tests/)"
+    cargo nextest run --no-fail-fast -p switchboard -E "test(/$alone/)"
+  else
+    cargo test --no-fail-fast -p switchboard --test it -- "$alone"
+  fi
+}
+
+if [ "$topology" = tls-pooler ] && [ "$#" -eq 0 ]; then
+  status=0
+  if command -v cargo-nextest >/dev/null 2>&1; then
+    cargo nextest run --no-fail-fast --workspace \
+      -E "test(/$tls_pooler_tests/) and not test(/$alone/)" || status=$?
   else
     IFS='|' read -r -a filters <<<"$tls_pooler_tests"
-    cargo test --no-fail-fast --workspace -- "${filters[@]}"
+    cargo test --no-fail-fast --workspace -- "${filters[@]}" --skip "$alone" || status=$?
   fi
-  exit 0
+  run_alone || status=$?
+  exit "$status"
 fi
 
 # With arguments (e.g. `-p switchboard-api auth`), run just those; without, everything.
@@ -116,11 +130,22 @@ fi
 cargo fmt --all -- --check
 # What CI claims for the code: no clippy warning anywhere (tests included).
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+whole=0
+[ "$*" = --workspace ] && whole=1
+status=0
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --no-fail-fast "$@"
+  if [ "$whole" = 1 ]; then
+    cargo nextest run --no-fail-fast "$@" -E "not test(/$alone/)" || status=$?
+  else
+    cargo nextest run --no-fail-fast "$@" || status=$?
+  fi
+elif [ "$whole" = 1 ]; then
+  cargo test --no-fail-fast "$@" -- --skip "$alone" || status=$?
 else
-  cargo test --no-fail-fast "$@"
+  cargo test --no-fail-fast "$@" || status=$?
 fi
+[ "$whole" = 0 ] || run_alone || status=$?
+[ "$status" = 0 ] || exit "$status"
 
 # The expert console end to end in headless Chromium (two pods, a load balancer, the demo
 # providers), on the same Postgres and Redis; whole-suite, plain-topology runs only,
