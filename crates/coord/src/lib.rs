@@ -42,8 +42,11 @@ pub enum CoordError {
 impl CoordError {
     /// The setting that most likely fixes this failure, for `/ready`.
     pub fn setting(&self) -> Option<&'static str> {
-        let CoordError::Redis(e) = self else {
-            return Some("REDIS_TLS_CA");
+        let e = match self {
+            CoordError::Redis(e) => e,
+            CoordError::CaFile { .. } => return Some("REDIS_TLS_CA"),
+            CoordError::TlsNeedsRediss => return Some("REDIS_TLS"),
+            CoordError::InvalidUrl => return Some("REDIS_URL"),
         };
         let text = e.to_string().to_ascii_lowercase();
         if text.contains("unknownissuer") || text.contains("unknown issuer") {
@@ -60,6 +63,10 @@ impl CoordError {
 
     /// One line naming the setting to change, for logs.
     pub fn explain(&self) -> String {
+        if !matches!(self, CoordError::Redis(_)) {
+            // These name their setting already.
+            return self.to_string();
+        }
         match self.setting() {
             Some("REDIS_TLS_CA") => format!(
                 "Redis's TLS certificate is not trusted: set REDIS_TLS_CA to the CA bundle that signed it ({self})"
