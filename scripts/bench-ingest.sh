@@ -189,7 +189,7 @@ between_probes() {
   psql_dev "TRUNCATE inbound_events" >/dev/null
   psql_dev "TRUNCATE baseline_inbound_events" node_baseline >/dev/null 2>&1 || true
   local pattern
-  for pattern in 'sb:dedup:*' 'sb:queue:channel-inbound:*' 'dedup:slack:*' 'bull:channel-inbound:*'; do
+  for pattern in 'sb:dedup:*' 'sb:queue:channel-inbound:*' 'sb:{queue:channel-inbound}:*' 'dedup:slack:*' 'bull:channel-inbound:*'; do
     # The pods' worker registrations stay: only what the accepted events created goes.
     redis-cli -p "$REDIS_PORT" --scan --pattern "$pattern" | { grep -v ':workers' || true; } |
       xargs -r -n 1000 redis-cli -p "$REDIS_PORT" unlink >/dev/null

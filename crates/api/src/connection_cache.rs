@@ -144,13 +144,7 @@ impl ConnectionCache {
     /// Drops `id` here and tells every other pod to drop it. Call after the change commits.
     pub async fn invalidate(&self, id: Uuid) {
         self.forget(id);
-        let mut conn = self.redis.conn();
-        let published: Result<i64, _> = redis::cmd("PUBLISH")
-            .arg(&self.channel)
-            .arg(id.to_string())
-            .query_async(&mut conn)
-            .await;
-        if let Err(e) = published {
+        if let Err(e) = self.redis.publish(&self.channel, &id.to_string()).await {
             // Other pods keep the entry at most until it expires.
             tracing::warn!(error = %e, "could not publish a connection change");
         }

@@ -60,4 +60,6 @@ pub struct AppStateInner {
     pub protection: crate::protection::Protection,
     /// Alerts, raised once per window across pods.
     pub alerts: switchboard_flows::alerts::Alerts,
+    /// Whether the pod can do its Redis work (scripts, pipelines, worker registration).
+    pub redis_work: switchboard_flows::redis_check::RedisWork,
 }

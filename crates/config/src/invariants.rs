@@ -81,7 +81,7 @@ impl fmt::Display for Violation {
             Violation::NoSentryDsn => write!(f, "SENTRY_DSN must be set in production"),
             Violation::NoRedis => write!(
                 f,
-                "REDIS_URL must be set in production (there is no in-memory fallback)"
+                "REDIS_URL or REDIS_CLUSTER_NODES must be set in production (there is no in-memory fallback)"
             ),
             Violation::PublicBaseUrl { problem } => write!(
                 f,
@@ -159,7 +159,7 @@ impl Config {
         if self.sentry_dsn.is_none() {
             out.push(Violation::NoSentryDsn);
         }
-        if self.redis_url.is_none() {
+        if self.redis_url.is_none() && self.redis_cluster_nodes.is_none() {
             out.push(Violation::NoRedis);
         }
         if let Some(problem) = public_url_problem(&self.public_base_url) {

@@ -16,7 +16,7 @@ pub use invariants::Violation;
 pub use load::{ConfigError, load, load_from};
 pub use rate::{RateSpec, parse_rate};
 pub use redact::redact_url;
-pub use tls::{PgTls, PoolerMode, RedisTls, TlsMode};
+pub use tls::{PgTls, PoolerMode, RedisEndpoint, RedisTls, TlsMode};
 
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -100,6 +100,10 @@ pub struct Config {
     /// `REDIS_URL`; required in production (no silent in-memory fallback).
     #[serde(default)]
     pub redis_url: Option<SecretString>,
+    /// `REDIS_CLUSTER_NODES`: comma-separated seed URLs of a Redis Cluster. When set, every
+    /// Redis user runs on the cluster and `REDIS_URL` is not needed.
+    #[serde(default)]
+    pub redis_cluster_nodes: Option<SecretString>,
     /// `REDIS_TLS`; unset: follows the URL's scheme (`rediss://` verifies).
     #[serde(default)]
     pub redis_tls: Option<TlsMode>,

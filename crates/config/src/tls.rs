@@ -88,6 +88,17 @@ pub enum RedisTls {
     Require,
 }
 
+/// Where the pod's Redis is: one server or a cluster's seed nodes, with their TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisEndpoint {
+    /// `REDIS_URL` alone, or the `REDIS_CLUSTER_NODES` seeds.
+    pub urls: Vec<String>,
+    /// Whether `urls` are a cluster's seeds.
+    pub cluster: bool,
+    /// The TLS every connection uses.
+    pub tls: RedisTls,
+}
+
 /// A `sslmode` value of a Postgres URL.
 fn url_sslmode(url: &str) -> Option<String> {
     let url = Url::parse(url).ok()?;
@@ -149,14 +160,19 @@ impl Config {
 
     /// The Redis TLS to use for `url` (`REDIS_URL`), or why the settings contradict each other.
     pub fn redis_tls(&self, url: &str) -> Result<RedisTls, ConfigError> {
+        self.redis_tls_named(url, "REDIS_URL")
+    }
+
+    /// [`Config::redis_tls`] for a URL from the setting `name`, which errors name.
+    fn redis_tls_named(&self, url: &str, name: &str) -> Result<RedisTls, ConfigError> {
         let parsed = Url::parse(url)
-            .map_err(|_| ConfigError::Invalid("REDIS_URL is not a valid URL".into()))?;
+            .map_err(|_| ConfigError::Invalid(format!("{name} has a URL that does not parse")))?;
         let tls_url = match parsed.scheme() {
             "rediss" | "valkeys" => true,
             "redis" | "valkey" | "redis+unix" | "unix" => false,
             other => {
                 return Err(ConfigError::Invalid(format!(
-                    "REDIS_URL has scheme {other}: use redis:// or rediss://"
+                    "{name} has scheme {other}: use redis:// or rediss://"
                 )));
             }
         };
@@ -167,19 +183,19 @@ impl Config {
             (Some(TlsMode::Require), true, _) | (None, true, true) => RedisTls::Require,
             (Some(TlsMode::Off) | None, false, _) => RedisTls::Off,
             (Some(TlsMode::Verify), true, true) => {
-                return Err(ConfigError::Invalid(
-                    "REDIS_TLS=verify contradicts #insecure in REDIS_URL: remove one".into(),
-                ));
+                return Err(ConfigError::Invalid(format!(
+                    "REDIS_TLS=verify contradicts #insecure in {name}: remove one"
+                )));
             }
             (Some(mode), false, _) => {
                 return Err(ConfigError::Invalid(format!(
-                    "REDIS_TLS={mode} needs a rediss:// REDIS_URL (it is redis://)"
+                    "REDIS_TLS={mode} needs rediss:// in {name} (it is redis://)"
                 )));
             }
             (Some(TlsMode::Off), true, _) => {
-                return Err(ConfigError::Invalid(
-                    "REDIS_TLS=off contradicts the rediss:// REDIS_URL: use redis:// or another REDIS_TLS".into(),
-                ));
+                return Err(ConfigError::Invalid(format!(
+                    "REDIS_TLS=off contradicts the rediss:// {name}: use redis:// or another REDIS_TLS"
+                )));
             }
         };
         if let (Some(ca), RedisTls::Verify { .. }) = (&self.redis_tls_ca, &tls) {
@@ -191,6 +207,47 @@ impl Config {
             }
         }
         Ok(tls)
+    }
+
+    /// Where the pod's Redis is and the TLS its connections use: the cluster's seed nodes
+    /// when `REDIS_CLUSTER_NODES` is set (every seed must agree on TLS), else `REDIS_URL`.
+    /// `None` when neither is set.
+    pub fn redis_endpoint(&self) -> Result<Option<RedisEndpoint>, ConfigError> {
+        if let Some(nodes) = &self.redis_cluster_nodes {
+            let urls: Vec<String> = nodes
+                .expose_secret()
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned)
+                .collect();
+            let Some(first) = urls.first() else {
+                return Err(ConfigError::Invalid(
+                    "REDIS_CLUSTER_NODES is set but names no node: give comma-separated redis:// or rediss:// URLs".into(),
+                ));
+            };
+            let tls = self.redis_tls_named(first, "REDIS_CLUSTER_NODES")?;
+            for url in &urls[1..] {
+                if self.redis_tls_named(url, "REDIS_CLUSTER_NODES")? != tls {
+                    return Err(ConfigError::Invalid(
+                        "REDIS_CLUSTER_NODES mixes redis:// and rediss:// seeds: use one scheme for every node".into(),
+                    ));
+                }
+            }
+            return Ok(Some(RedisEndpoint {
+                urls,
+                cluster: true,
+                tls,
+            }));
+        }
+        match &self.redis_url {
+            Some(url) => Ok(Some(RedisEndpoint {
+                tls: self.redis_tls(url.expose_secret())?,
+                urls: vec![url.expose_secret().to_owned()],
+                cluster: false,
+            })),
+            None => Ok(None),
+        }
     }
 
     /// The URL for work that needs a whole session (migrations take a session lock):
@@ -215,13 +272,26 @@ impl Config {
                 problem: "sslmode=allow/prefer in DATABASE_URL may fall back to plaintext",
             });
         }
-        let redis_plain = self.redis_url.as_ref().is_some_and(|u| {
-            Url::parse(u.expose_secret()).is_ok_and(|u| matches!(u.scheme(), "redis" | "valkey"))
-        });
-        (self.redis_tls.is_none() && redis_plain).then_some(crate::Violation::WeakTls {
-            setting: "REDIS_TLS",
-            problem: "REDIS_URL is plaintext redis://; use rediss://",
-        })
+        let plain = |u: &str| Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "redis" | "valkey"));
+        let problem = match &self.redis_cluster_nodes {
+            Some(nodes) => nodes
+                .expose_secret()
+                .split(',')
+                .any(|u| plain(u.trim()))
+                .then_some("REDIS_CLUSTER_NODES has plaintext redis:// seeds; use rediss://"),
+            None => self
+                .redis_url
+                .as_ref()
+                .is_some_and(|u| plain(u.expose_secret()))
+                .then_some("REDIS_URL is plaintext redis://; use rediss://"),
+        };
+        match problem {
+            Some(problem) if self.redis_tls.is_none() => Some(crate::Violation::WeakTls {
+                setting: "REDIS_TLS",
+                problem,
+            }),
+            _ => None,
+        }
     }
 
     /// Checks that the TLS settings agree, so a contradiction stops the load.
@@ -230,6 +300,7 @@ impl Config {
         if let Some(url) = &self.redis_url {
             self.redis_tls(url.expose_secret())?;
         }
+        self.redis_endpoint()?;
         Ok(())
     }
 }
@@ -379,5 +450,61 @@ mod tests {
         assert_eq!(c.database_pooler, PoolerMode::Session);
         let c = config(&[("DATABASE_POOLER", "transaction")]).expect("loads");
         assert_eq!(c.database_pooler, PoolerMode::Transaction);
+    }
+
+    #[test]
+    fn cluster_nodes_replace_the_url_and_must_agree_on_tls() {
+        let c = config(&[(
+            "REDIS_CLUSTER_NODES",
+            "rediss://:pw@node-a.example:6379, rediss://node-b.example:6379",
+        )])
+        .expect("loads");
+        let endpoint = c.redis_endpoint().expect("ok").expect("set");
+        assert!(endpoint.cluster);
+        assert_eq!(endpoint.urls.len(), 2);
+        assert_eq!(endpoint.tls, RedisTls::Verify { ca: None });
+        // Without either, there is no endpoint; with only REDIS_URL, a single server.
+        assert_eq!(
+            config(&[]).expect("loads").redis_endpoint().expect("ok"),
+            None
+        );
+        let single = config(&[("REDIS_URL", "redis://cache.example")]).expect("loads");
+        let single = single.redis_endpoint().expect("ok").expect("set");
+        assert!(!single.cluster);
+        assert_eq!(single.tls, RedisTls::Off);
+
+        let mixed = config(&[(
+            "REDIS_CLUSTER_NODES",
+            "rediss://node-a.example:6379,redis://node-b.example:6379",
+        )])
+        .expect_err("mixed schemes")
+        .to_string();
+        assert!(
+            mixed.contains("REDIS_CLUSTER_NODES") && mixed.contains("one scheme"),
+            "{mixed}"
+        );
+        assert!(!mixed.contains("pw"), "{mixed}");
+        let empty = config(&[("REDIS_CLUSTER_NODES", " , ")])
+            .expect_err("no node")
+            .to_string();
+        assert!(empty.contains("names no node"), "{empty}");
+        let off = config(&[
+            ("REDIS_CLUSTER_NODES", "rediss://node-a.example:6379"),
+            ("REDIS_TLS", "off"),
+        ])
+        .expect_err("contradiction")
+        .to_string();
+        assert!(
+            off.contains("REDIS_TLS=off") && off.contains("REDIS_CLUSTER_NODES"),
+            "{off}"
+        );
+
+        // Production refuses plaintext cluster seeds as it refuses a plaintext REDIS_URL.
+        let prod = config(&[
+            ("APP_ENV", "production"),
+            ("REDIS_CLUSTER_NODES", "redis://node-a.example:6379"),
+        ])
+        .expect("loads");
+        assert!(prod.plaintext_problem().is_some());
     }
 }

@@ -46,7 +46,11 @@ pub struct Breaker {
     redis: Redis,
     name: String,
     config: BreakerConfig,
-    registry: Option<String>,
+    /// `{prefix}:{breaker:<family or name>}`: the hash-tagged stem of this breaker's keys
+    /// and of its family's registry, so each script runs in one cluster slot.
+    stem: String,
+    /// Whether opening records the breaker in its family's registry.
+    registered: bool,
 }
 
 /// What recording a failure did.
@@ -95,7 +99,8 @@ pub enum Admission {
     },
 }
 
-/// KEYS: failures, open, probe, registry. ARGV: window ms, threshold, cooldown ms, name.
+/// KEYS: failures, open, probe, registry (all in one slot). ARGV: window ms, threshold,
+/// cooldown ms, name, 1 to record the breaker in the registry when it opens.
 const FAILURE_SRC: &str = r"
 local n = redis.call('INCR', KEYS[1])
 local threshold = tonumber(ARGV[2])
@@ -105,7 +110,7 @@ if n >= threshold then
   if redis.call('SET', KEYS[2], n, 'PX', ARGV[3], 'NX') then
     opened = 1
     redis.call('DEL', KEYS[3])
-    if KEYS[4] ~= '' then
+    if ARGV[5] == '1' then
       redis.call('ZADD', KEYS[4], redis.call('TIME')[1], ARGV[4])
     end
   end
@@ -128,7 +133,7 @@ if redis.call('SET', KEYS[3], '1', 'PX', ARGV[2], 'NX') then return {1, 0} end
 return {2, math.min(math.max(redis.call('PTTL', KEYS[3]), 1), 1000)}
 ";
 
-/// KEYS: registry. ARGV: key prefix (`{prefix}:breaker:`), threshold. Drops closed
+/// KEYS: registry. ARGV: the family's key stem with its colon, threshold. Drops closed
 /// breakers from the registry and returns the others as {name, 'open'|'half_open'} pairs,
 /// atomically, so a breaker that opens meanwhile is never dropped.
 const FAMILY_SRC: &str = r"
@@ -155,10 +160,11 @@ impl Breaker {
     /// A breaker called `name` (e.g. `agent`, `outbound:slack:{connection}`).
     pub fn new(redis: Redis, name: &str, config: BreakerConfig) -> Self {
         Self {
+            stem: stem(&redis, name),
             redis,
             name: name.to_owned(),
             config,
-            registry: None,
+            registered: false,
         }
     }
 
@@ -166,7 +172,8 @@ impl Breaker {
     /// [`family_states`] can report every breaker of the family that is not closed
     /// (e.g. one breaker per connection, reported per channel).
     pub fn in_family(mut self, family: &str) -> Self {
-        self.registry = Some(registry_key(&self.redis, family));
+        self.stem = stem(&self.redis, family);
+        self.registered = true;
         self
     }
 
@@ -176,15 +183,15 @@ impl Breaker {
     }
 
     fn failures_key(&self) -> String {
-        self.redis.key(&format!("breaker:{}:failures", self.name))
+        format!("{}:{}:failures", self.stem, self.name)
     }
 
     fn open_key(&self) -> String {
-        self.redis.key(&format!("breaker:{}:open", self.name))
+        format!("{}:{}:open", self.stem, self.name)
     }
 
     fn probe_key(&self) -> String {
-        self.redis.key(&format!("breaker:{}:probe", self.name))
+        format!("{}:{}:probe", self.stem, self.name)
     }
 
     /// Whether calls should be refused right now (open, not half-open).
@@ -243,11 +250,12 @@ impl Breaker {
             .key(self.failures_key())
             .key(self.open_key())
             .key(self.probe_key())
-            .key(self.registry.as_deref().unwrap_or(""))
+            .key(registry_key(&self.stem))
             .arg(millis(self.config.window))
             .arg(self.config.threshold)
             .arg(millis(self.config.cooldown))
             .arg(&self.name)
+            .arg(u8::from(self.registered))
             .invoke_async(&mut conn)
             .await?;
         Ok(FailureOutcome {
@@ -277,9 +285,10 @@ pub async fn family_states(
     threshold: u32,
 ) -> Result<Vec<(String, BreakerState)>, CoordError> {
     let mut conn = redis.conn();
+    let stem = stem(redis, family);
     let flat: Vec<String> = FAMILY
-        .key(registry_key(redis, family))
-        .arg(redis.key("breaker:"))
+        .key(registry_key(&stem))
+        .arg(format!("{stem}:"))
         .arg(threshold)
         .invoke_async(&mut conn)
         .await?;
@@ -296,8 +305,12 @@ pub async fn family_states(
         .collect())
 }
 
-fn registry_key(redis: &Redis, family: &str) -> String {
-    redis.key(&format!("breakers:{family}"))
+fn stem(redis: &Redis, group: &str) -> String {
+    redis.tagged(&format!("breaker:{group}"))
+}
+
+fn registry_key(stem: &str) -> String {
+    format!("{stem}:registry")
 }
 
 fn millis(d: Duration) -> u64 {

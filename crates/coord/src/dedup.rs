@@ -40,19 +40,19 @@ fn key(redis: &Redis, scope: &str) -> String {
 /// Claims `dedup:{scope}` as pending for each scope with one pipelined round trip (a scope
 /// repeated within `scopes` is claimed by its first occurrence).
 pub async fn claim_many(redis: &Redis, scopes: &[String]) -> Result<Vec<Seen>, CoordError> {
-    let mut pipe = redis::pipe();
-    for scope in scopes {
-        let key = key(redis, scope);
-        pipe.cmd("SET")
-            .arg(&key)
-            .arg(PENDING)
-            .arg("NX")
-            .arg("EX")
-            .arg(PENDING_TTL.as_secs())
-            .cmd("GET")
-            .arg(&key);
-    }
-    let replies: Vec<Option<String>> = pipe.query_async(&mut redis.conn()).await?;
+    let keys: Vec<String> = scopes.iter().map(|scope| key(redis, scope)).collect();
+    let replies: Vec<Option<String>> = redis
+        .pipeline_per_key(&keys, |pipe, key| {
+            pipe.cmd("SET")
+                .arg(key)
+                .arg(PENDING)
+                .arg("NX")
+                .arg("EX")
+                .arg(PENDING_TTL.as_secs())
+                .cmd("GET")
+                .arg(key);
+        })
+        .await?;
     Ok(replies
         .chunks(2)
         .map(|pair| match pair {
@@ -69,16 +69,17 @@ pub async fn confirm_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordE
     if scopes.is_empty() {
         return Ok(());
     }
-    let mut pipe = redis::pipe();
-    for scope in scopes {
-        pipe.cmd("SET")
-            .arg(key(redis, scope))
-            .arg(DONE)
-            .arg("EX")
-            .arg(DEDUP_TTL.as_secs())
-            .ignore();
-    }
-    let () = pipe.query_async(&mut redis.conn()).await?;
+    let keys: Vec<String> = scopes.iter().map(|scope| key(redis, scope)).collect();
+    let _: Vec<()> = redis
+        .pipeline_per_key(&keys, |pipe, key| {
+            pipe.cmd("SET")
+                .arg(key)
+                .arg(DONE)
+                .arg("EX")
+                .arg(DEDUP_TTL.as_secs())
+                .ignore();
+        })
+        .await?;
     Ok(())
 }
 
@@ -88,10 +89,11 @@ pub async fn release_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordE
     if scopes.is_empty() {
         return Ok(());
     }
-    let mut del = redis::cmd("DEL");
-    for scope in scopes {
-        del.arg(key(redis, scope));
-    }
-    let _: i64 = del.query_async(&mut redis.conn()).await?;
+    let keys: Vec<String> = scopes.iter().map(|scope| key(redis, scope)).collect();
+    let _: Vec<()> = redis
+        .pipeline_per_key(&keys, |pipe, key| {
+            pipe.del(key).ignore();
+        })
+        .await?;
     Ok(())
 }

@@ -5,17 +5,19 @@
 //! socketioxide-redis use it too, so one client brings one reconnect policy.
 
 pub mod breaker;
+mod conn;
 pub mod dedup;
 pub mod gcra;
 pub mod subscription;
 mod tls;
 
+pub use conn::{Conn, LazyCluster, cluster_client};
 pub use tls::{client, client_for_url};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_config::RedisTls;
+use switchboard_config::{RedisEndpoint, RedisTls};
 
 /// Errors from Redis coordination.
 #[derive(Debug, thiserror::Error)]
@@ -85,15 +87,31 @@ impl CoordError {
 /// The pod's Redis handle: a cheap-to-clone, self-reconnecting connection plus the key prefix.
 #[derive(Clone)]
 pub struct Redis {
-    conn: ConnectionManager,
-    client: redis::Client,
+    conn: Conn,
+    target: Target,
     prefix: Arc<str>,
+}
+
+/// What the handle was built for, so components that need connections of their own
+/// (pub/sub) build them the same way.
+#[derive(Clone)]
+pub enum Target {
+    /// One server.
+    Single(Arc<redis::Client>),
+    /// A cluster's seed nodes and their TLS.
+    Cluster {
+        /// The seed URLs.
+        urls: Arc<[String]>,
+        /// The TLS every node connection uses.
+        tls: RedisTls,
+    },
 }
 
 impl std::fmt::Debug for Redis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redis")
             .field("prefix", &self.prefix)
+            .field("cluster", &self.is_cluster())
             .finish_non_exhaustive()
     }
 }
@@ -111,8 +129,30 @@ impl Redis {
             .set_max_delay(Duration::from_millis(500));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
         Ok(Self {
-            conn,
-            client,
+            conn: Conn::Single(conn),
+            target: Target::Single(Arc::new(client)),
+            prefix: Arc::from(prefix),
+        })
+    }
+
+    /// [`Redis::connect_lazy`] for a single server or a cluster, as `endpoint` says. A
+    /// cluster is connected on first use too, and its connection follows failovers.
+    pub fn connect(endpoint: &RedisEndpoint, prefix: &str) -> Result<Self, CoordError> {
+        if !endpoint.cluster {
+            let url = endpoint.urls.first().ok_or(CoordError::InvalidUrl)?;
+            return Self::connect_lazy(url, &endpoint.tls, prefix);
+        }
+        let client = cluster_client(
+            &endpoint.urls,
+            &endpoint.tls,
+            None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+        )?;
+        Ok(Self {
+            conn: Conn::Cluster(LazyCluster::new(client)),
+            target: Target::Cluster {
+                urls: endpoint.urls.clone().into(),
+                tls: endpoint.tls.clone(),
+            },
             prefix: Arc::from(prefix),
         })
     }
@@ -122,20 +162,73 @@ impl Redis {
         format!("{}:{suffix}", self.prefix)
     }
 
+    /// `{prefix}:{{group}}`: the stem of keys that one script or pipeline touches together.
+    /// The braces are a Redis Cluster hash tag: every key that starts with this stem lives
+    /// in one slot, so a script over them runs on one node.
+    pub fn tagged(&self, group: &str) -> String {
+        format!("{}:{{{group}}}", self.prefix)
+    }
+
     /// The configured prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
 
     /// A clone of the shared multiplexed connection.
-    pub fn conn(&self) -> ConnectionManager {
+    pub fn conn(&self) -> Conn {
         self.conn.clone()
     }
 
-    /// The underlying client, for components that need their own connection (pub/sub,
-    /// blocking queue reads).
-    pub fn client(&self) -> &redis::Client {
-        &self.client
+    /// What the handle connects to, for components that need connections of their own.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Whether this is a Redis Cluster (sharded pub/sub, one slot per script).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster { .. })
+    }
+
+    /// Publishes `payload` on `channel`: `PUBLISH` on one server, `SPUBLISH` (sharded: only
+    /// the channel's node carries it) on a cluster. Returns the receivers Redis counted.
+    pub async fn publish(&self, channel: &str, payload: &str) -> Result<i64, CoordError> {
+        let command = if self.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        };
+        let mut conn = self.conn();
+        Ok(redis::cmd(command)
+            .arg(channel)
+            .arg(payload)
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    /// Runs the commands `fill` adds for each of `keys` and returns their replies in order
+    /// (replies marked `ignore` left out): in one round trip on a single server, and on a
+    /// cluster as one pipeline per key, all in flight at once, since a cluster pipeline
+    /// must stay within one slot.
+    pub async fn pipeline_per_key<T: redis::FromRedisValue>(
+        &self,
+        keys: &[String],
+        fill: impl Fn(&mut redis::Pipeline, &str),
+    ) -> Result<Vec<T>, CoordError> {
+        if !self.is_cluster() {
+            let mut pipe = redis::pipe();
+            for key in keys {
+                fill(&mut pipe, key);
+            }
+            return Ok(pipe.query_async(&mut self.conn()).await?);
+        }
+        let calls = keys.iter().map(|key| {
+            let mut pipe = redis::pipe();
+            fill(&mut pipe, key);
+            let mut conn = self.conn();
+            async move { pipe.query_async::<Vec<T>>(&mut conn).await }
+        });
+        let replies = futures::future::try_join_all(calls).await?;
+        Ok(replies.into_iter().flatten().collect())
     }
 
     /// `PING`, for readiness.

@@ -1,10 +1,14 @@
 //! A Redis pub/sub subscription that outlives lost connections: the connection manager
 //! does not carry subscriptions over a reconnect, so every pod component that listens on a
-//! channel goes through this one loop.
+//! channel goes through this one loop. On a cluster the subscription is sharded
+//! (`SSUBSCRIBE`, matching [`Redis::publish`]'s `SPUBLISH`) and the cluster connection
+//! subscribes again by itself after a failover moves the channel's slot.
 
-use crate::Redis;
+use crate::{CoordError, Redis, Target};
 use futures::StreamExt;
+use redis::{FromRedisValue, PushKind};
 use std::time::Duration;
+use switchboard_config::RedisTls;
 use tokio_util::sync::CancellationToken;
 
 /// What a [`subscribe`] loop tells its caller.
@@ -17,7 +21,7 @@ pub enum Notice {
     /// The subscription dropped; the next attempt follows after the pause.
     Lost,
     /// Subscribing failed (Redis away); the next attempt follows after the pause.
-    Unavailable(redis::RedisError),
+    Unavailable(CoordError),
 }
 
 /// Subscribes to `channel` on a connection of its own and reports every change to `on`,
@@ -27,11 +31,24 @@ pub async fn subscribe(
     channel: &str,
     retry: Duration,
     token: CancellationToken,
+    on: impl FnMut(Notice),
+) {
+    match redis.target() {
+        Target::Single(client) => single(client, channel, retry, token, on).await,
+        Target::Cluster { urls, tls } => cluster(urls, tls, channel, retry, token, on).await,
+    }
+}
+
+async fn single(
+    client: &redis::Client,
+    channel: &str,
+    retry: Duration,
+    token: CancellationToken,
     mut on: impl FnMut(Notice),
 ) {
     loop {
         let subscribed = async {
-            let mut pubsub = redis.client().get_async_pubsub().await?;
+            let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(channel).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
@@ -52,6 +69,80 @@ pub async fn subscribe(
                             }
                             None => break,
                         },
+                    }
+                }
+                on(Notice::Lost);
+            }
+            Err(e) => on(Notice::Unavailable(CoordError::Redis(e))),
+        }
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(retry) => {}
+        }
+    }
+}
+
+/// The cluster variant: one RESP3 cluster connection whose pushes come through a channel.
+/// redis-rs subscribes again after a node is lost or a slot moves; a `Disconnection` push
+/// reports the loss and the next `SSUBSCRIBE` confirmation the return.
+async fn cluster(
+    urls: &[String],
+    tls: &RedisTls,
+    channel: &str,
+    retry: Duration,
+    token: CancellationToken,
+    mut on: impl FnMut(Notice),
+) {
+    loop {
+        let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+        let subscribed = async {
+            let client = crate::cluster_client(urls, tls, Some(tx))?;
+            let mut conn = tokio::time::timeout(
+                retry.max(Duration::from_secs(2)),
+                client.get_async_connection(),
+            )
+            .await
+            .map_err(|_| {
+                CoordError::Redis(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no cluster node answered",
+                )))
+            })??;
+            conn.ssubscribe(channel).await?;
+            Ok::<_, CoordError>(conn)
+        };
+        let conn = tokio::select! {
+            () = token.cancelled() => return,
+            result = subscribed => result,
+        };
+        match conn {
+            Ok(_conn) => {
+                on(Notice::Subscribed);
+                let mut lost = false;
+                loop {
+                    let push = tokio::select! {
+                        () = token.cancelled() => return,
+                        push = pushes.recv() => push,
+                    };
+                    let Some(push) = push else { break };
+                    match push.kind {
+                        PushKind::SMessage => {
+                            let payload = push.data.into_iter().nth(1);
+                            on(Notice::Message(
+                                payload
+                                    .and_then(|v| String::from_redis_value(v).ok())
+                                    .unwrap_or_default(),
+                            ));
+                        }
+                        PushKind::Disconnection if !lost => {
+                            lost = true;
+                            on(Notice::Lost);
+                        }
+                        PushKind::SSubscribe if lost => {
+                            lost = false;
+                            on(Notice::Subscribed);
+                        }
+                        _ => {}
                     }
                 }
                 on(Notice::Lost);

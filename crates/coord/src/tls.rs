@@ -25,23 +25,28 @@ pub fn client(info: ConnectionInfo, tls: &RedisTls) -> Result<redis::Client, Coo
             Ok(redis::Client::open(info)?)
         }
         (RedisTls::Verify { ca: Some(path) }, ConnectionAddr::TcpTls { .. }) => {
-            let mut bundle = std::fs::read(path).map_err(|source| CoordError::CaFile {
-                path: path.display().to_string(),
-                source,
-            })?;
-            // redis-rs trusts only the given bundle; the system roots go with it, so a CA
-            // bundle never narrows what `verify` accepts (as with Postgres).
-            bundle.extend(system_roots_pem());
             Ok(redis::Client::build_with_tls(
                 info,
                 TlsCertificates {
                     client_tls: None,
-                    root_cert: Some(bundle),
+                    root_cert: Some(ca_bundle(path)?),
                 },
             )?)
         }
         (_, _) => Err(CoordError::TlsNeedsRediss),
     }
+}
+
+/// `REDIS_TLS_CA` with the system roots appended: redis-rs trusts only the bundle it is
+/// given, so the system roots go with it and a CA bundle never narrows what `verify`
+/// accepts (as with Postgres).
+pub(crate) fn ca_bundle(path: &std::path::Path) -> Result<Vec<u8>, CoordError> {
+    let mut bundle = std::fs::read(path).map_err(|source| CoordError::CaFile {
+        path: path.display().to_string(),
+        source,
+    })?;
+    bundle.extend(system_roots_pem());
+    Ok(bundle)
 }
 
 /// A client for `url` with `tls` applied.

@@ -22,6 +22,7 @@ pub mod jobs;
 pub mod outbox_sweeper;
 pub mod pressure;
 pub mod queue;
+pub mod redis_check;
 pub mod scheduler;
 pub mod sweeper;
 pub mod upkeep;

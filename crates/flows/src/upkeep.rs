@@ -292,13 +292,7 @@ pub async fn running(queue: &QueueRef) -> Result<usize, redis::RedisError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut conn = queue.conn();
-    let workers: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-        .arg(config.workers_set())
-        .arg(now.saturating_sub(60))
-        .arg("+inf")
-        .query_async(&mut conn)
-        .await?;
+    let workers = registered_since(queue, now.saturating_sub(60)).await?;
     if workers.is_empty() {
         return Ok(0);
     }
@@ -306,6 +300,19 @@ pub async fn running(queue: &QueueRef) -> Result<usize, redis::RedisError> {
     for name in &workers {
         pipe.scard(format!("{}:{name}", config.inflight_jobs_set()));
     }
-    let counts: Vec<usize> = pipe.query_async(&mut conn).await?;
+    let counts: Vec<usize> = pipe.query_async(&mut queue.conn()).await?;
     Ok(counts.into_iter().sum())
+}
+
+/// The workers of `queue` that registered or sent a heartbeat since `since` (unix seconds).
+pub async fn registered_since(
+    queue: &QueueRef,
+    since: u64,
+) -> Result<Vec<String>, redis::RedisError> {
+    redis::cmd("ZRANGEBYSCORE")
+        .arg(queue.config().workers_set())
+        .arg(since)
+        .arg("+inf")
+        .query_async(&mut queue.conn())
+        .await
 }

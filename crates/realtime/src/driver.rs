@@ -8,14 +8,22 @@
 //! disconnect push, and `set_automatic_resubscription` replays the subscriptions on the new
 //! connection. A subscription that could not be made at all (Redis down at start) is kept in
 //! the handler map anyway; the watchdog ([`crate::watchdog`]) subscribes it once Redis answers.
+//!
+//! On a Redis Cluster the same driver speaks sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`) over
+//! one RESP3 cluster connection built on first use ([`switchboard_coord::LazyCluster`]):
+//! the channels share the `{sio}` hash tag, so they live on one shard, and redis-rs
+//! subscribes them again on the new master after a failover.
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError};
+use redis::{
+    FromRedisValue, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, Value,
+};
 pub use socketioxide_redis::drivers::{ChanItem, Driver, MessageStream};
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
-use switchboard_config::RedisTls;
+use switchboard_config::RedisEndpoint;
+use switchboard_coord::LazyCluster;
 use tokio::sync::mpsc;
 
 type Handlers = Arc<RwLock<HashMap<String, mpsc::Sender<ChanItem>>>>;
@@ -26,8 +34,15 @@ const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Pub/sub over one self-reconnecting connection. Clones share the connection and handlers.
 #[derive(Clone)]
 pub struct PubSubDriver {
-    conn: ConnectionManager,
+    conn: Conn,
     handlers: Handlers,
+}
+
+/// The driver's connection: one server, or a cluster (sharded pub/sub).
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(LazyCluster),
 }
 
 impl std::fmt::Debug for PubSubDriver {
@@ -39,30 +54,59 @@ impl std::fmt::Debug for PubSubDriver {
 }
 
 impl PubSubDriver {
-    /// A lazy driver for `url`: nothing connects until the first command, so a pod starts
-    /// while Redis is away. The protocol is forced to RESP3 (pushes on a shared connection
-    /// need it), whatever the URL says.
-    pub fn new(url: &str, tls: &RedisTls) -> Result<Self, crate::RealtimeError> {
-        let info = url.into_connection_info()?;
+    /// A lazy driver for `endpoint`: nothing connects until the first command, so a pod
+    /// starts while Redis is away. The protocol is forced to RESP3 (pushes on a shared
+    /// connection need it), whatever the URL says.
+    pub fn new(endpoint: &RedisEndpoint) -> Result<Self, crate::RealtimeError> {
+        let handlers: Handlers = Arc::default();
+        let routes = handlers.clone();
+        let push = move |push: PushInfo| {
+            route(&routes, push);
+            Ok::<(), std::convert::Infallible>(())
+        };
+        if endpoint.cluster {
+            let client =
+                switchboard_coord::cluster_client(&endpoint.urls, &endpoint.tls, Some(push))?;
+            return Ok(Self {
+                conn: Conn::Cluster(LazyCluster::new(client)),
+                handlers,
+            });
+        }
+        let url = endpoint
+            .urls
+            .first()
+            .ok_or(switchboard_coord::CoordError::InvalidUrl)?;
+        let info = url.as_str().into_connection_info()?;
         let resp3 = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let client = switchboard_coord::client(info.set_redis_settings(resp3), tls)?;
-        let handlers: Handlers = Arc::default();
-        let routes = handlers.clone();
+        let client = switchboard_coord::client(info.set_redis_settings(resp3), &endpoint.tls)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500))
-            .set_push_sender(move |push: PushInfo| {
-                route(&routes, push);
-                Ok::<(), std::convert::Infallible>(())
-            })
+            .set_push_sender(push)
             .set_automatic_resubscription();
         let conn = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(Self { conn, handlers })
+        Ok(Self {
+            conn: Conn::Single(conn),
+            handlers,
+        })
+    }
+
+    /// Runs `cmd` on the driver's connection, whichever its shape.
+    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, RedisError> {
+        match &self.conn {
+            Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Cluster(lazy) => cmd.query_async(&mut lazy.get().await?).await,
+        }
+    }
+
+    /// Whether the driver speaks sharded pub/sub.
+    fn sharded(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
     }
 
     /// The channels the adapter asked for, whether or not Redis confirmed them yet.
@@ -83,15 +127,35 @@ impl PubSubDriver {
         if channels.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn.clone();
-        let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channels)
-            .query_async(&mut conn)
+        let sub = if self.sharded() {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        };
+        let reply: Value = self
+            .query(redis::cmd("PUBSUB").arg(sub).arg(channels))
             .await?;
-        let mut out = Vec::with_capacity(channels.len());
-        let mut items = reply.into_iter();
-        while let (Some(name), Some(count)) = (items.next(), items.next()) {
+        // A flat array of name, count pairs; a map when a cluster's answers are combined.
+        let pairs: Vec<(Value, Value)> = match reply {
+            Value::Map(pairs) => pairs,
+            Value::Array(items) => {
+                let mut pairs = Vec::with_capacity(items.len() / 2);
+                let mut items = items.into_iter();
+                while let (Some(name), Some(count)) = (items.next(), items.next()) {
+                    pairs.push((name, count));
+                }
+                pairs
+            }
+            other => {
+                return Err(RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "PUBSUB NUMSUB answered neither an array nor a map",
+                    format!("{other:?}"),
+                )));
+            }
+        };
+        let mut out = Vec::with_capacity(pairs.len());
+        for (name, count) in pairs {
             out.push((
                 String::from_redis_value(name)?,
                 i64::from_redis_value(count)?,
@@ -103,11 +167,20 @@ impl PubSubDriver {
     /// How many channels this pod's own connection is subscribed to (`CLIENT INFO`,
     /// `sub=`). `PUBSUB NUMSUB` cannot say it for the request channel every pod shares:
     /// another pod's subscription hides the loss of this one's.
+    ///
+    /// On a cluster the per-node connections are redis-rs's own and it subscribes them
+    /// again after a reconnect or a slot move; this confirms every channel once more
+    /// (`SSUBSCRIBE` is idempotent), which both checks and repairs, and counts them.
     pub async fn own_subscriptions(&self) -> Result<usize, RedisError> {
-        let mut conn = self.conn.clone();
-        let info: String = redis::cmd("CLIENT")
-            .arg("INFO")
-            .query_async(&mut conn)
+        if let Conn::Cluster(lazy) = &self.conn {
+            let channels = self.channels();
+            if !channels.is_empty() {
+                lazy.get().await?.ssubscribe(&channels).await?;
+            }
+            return Ok(channels.len());
+        }
+        let info: String = self
+            .query(&redis::cmd("CLIENT").arg("INFO").clone())
             .await?;
         Ok(info
             .split_whitespace()
@@ -118,7 +191,10 @@ impl PubSubDriver {
 
     /// Subscribes `channels` again, e.g. after the watchdog found them missing.
     pub async fn resubscribe(&self, channels: &[String]) -> Result<(), RedisError> {
-        self.conn.clone().subscribe(channels).await
+        match &self.conn {
+            Conn::Single(conn) => conn.clone().subscribe(channels).await,
+            Conn::Cluster(lazy) => lazy.get().await?.ssubscribe(channels).await,
+        }
     }
 }
 
@@ -159,12 +235,12 @@ impl Driver for PubSubDriver {
     type Error = RedisError;
 
     async fn publish(&self, chan: String, val: Vec<u8>) -> Result<(), RedisError> {
-        let mut conn = self.conn.clone();
-        let _receivers: i64 = redis::cmd("PUBLISH")
-            .arg(chan)
-            .arg(val)
-            .query_async(&mut conn)
-            .await?;
+        let command = if self.sharded() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        };
+        let _receivers: i64 = self.query(redis::cmd(command).arg(chan).arg(val)).await?;
         Ok(())
     }
 
@@ -178,8 +254,8 @@ impl Driver for PubSubDriver {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(chan.clone(), tx);
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(SUBSCRIBE_TIMEOUT, conn.subscribe(&chan)).await {
+        let subscribed = self.resubscribe(std::slice::from_ref(&chan));
+        match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribed).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => subscribe_failed(&chan, &e.to_string()),
             Err(_) => subscribe_failed(&chan, "timed out"),
@@ -192,7 +268,10 @@ impl Driver for PubSubDriver {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&chan);
-        self.conn.clone().unsubscribe(chan).await
+        match &self.conn {
+            Conn::Single(conn) => conn.clone().unsubscribe(chan).await,
+            Conn::Cluster(lazy) => lazy.get().await?.sunsubscribe(chan).await,
+        }
     }
 
     async fn num_serv(&self, chan: &str) -> Result<u16, RedisError> {

@@ -55,10 +55,9 @@ pub enum RealtimeError {
 /// What realtime needs from the pod's configuration.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// `REDIS_URL`; RESP3 is forced for the adapter's connection.
-    pub redis_url: String,
-    /// `REDIS_TLS` / `REDIS_TLS_CA` as they apply to `redis_url`.
-    pub redis_tls: switchboard_config::RedisTls,
+    /// `REDIS_URL` or `REDIS_CLUSTER_NODES`, with their TLS; RESP3 is forced for the
+    /// adapter's connection.
+    pub redis: switchboard_config::RedisEndpoint,
     /// `REDIS_PREFIX`: the adapter's channels are `{prefix}:{sio}-…`, so deployments (and
     /// parallel tests) sharing a Redis never see each other's events, and the `{sio}` hash
     /// tag keeps every channel in one cluster slot (sharded pub/sub re-subscribes them in
@@ -75,11 +74,10 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The settings of a pod with `config`, whose `REDIS_URL` is `redis_url`.
-    pub fn new(config: &Config, redis_url: &str, redis_tls: switchboard_config::RedisTls) -> Self {
+    /// The settings of a pod with `config`, whose Redis is `redis`.
+    pub fn new(config: &Config, redis: switchboard_config::RedisEndpoint) -> Self {
         Self {
-            redis_url: redis_url.to_owned(),
-            redis_tls,
+            redis,
             redis_prefix: config.redis_prefix.clone(),
             retention: Duration::from_secs(config.events_retention_hours.saturating_mul(3600)),
             watchdog_interval: Duration::from_millis(config.realtime_watchdog_ms),
@@ -117,7 +115,7 @@ impl Realtime {
         verify: TokenVerifier,
         tracker: TaskTracker,
     ) -> Result<Realtime, RealtimeError> {
-        let driver = driver::PubSubDriver::new(&settings.redis_url, &settings.redis_tls)?;
+        let driver = driver::PubSubDriver::new(&settings.redis)?;
         let adapter = RedisAdapterCtr::new_with_driver(
             driver.clone(),
             RedisAdapterConfig::new().with_prefix(settings.channel_prefix()),

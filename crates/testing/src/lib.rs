@@ -7,11 +7,13 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod pod;
+mod redis_cluster;
 mod redis_server;
 pub mod signing;
 pub mod socket;
 
 pub use pod::{TestPod, seed_member};
+pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
 
 use std::collections::HashMap;
@@ -34,6 +36,14 @@ fn required(var: &str) -> String {
 /// The Redis URL of the test run's Redis.
 pub fn redis_url() -> String {
     required("SB_TEST_REDIS_URL")
+}
+
+/// The seed URLs of the test run's Redis Cluster (`SB_TEST_REDIS_CLUSTER_NODES`, set by
+/// `scripts/test.sh` in the managed topology): pods on the shared test Redis run on it.
+pub fn redis_cluster_nodes() -> Option<String> {
+    std::env::var("SB_TEST_REDIS_CLUSTER_NODES")
+        .ok()
+        .filter(|v| !v.is_empty())
 }
 
 /// The test run's Redis TLS: `rediss://` is verified against `SB_TEST_TLS_CA` (the CA
@@ -154,6 +164,11 @@ pub fn pod_env(db: &TestDb, redis_url: &str, prefix: &str) -> HashMap<String, St
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
+    // Pods on the shared test Redis run on the cluster when the topology has one; a test
+    // that brings its own Redis (to stop it) keeps it.
+    if let (Some(nodes), true) = (redis_cluster_nodes(), redis_url == self::redis_url()) {
+        vars.insert("REDIS_CLUSTER_NODES".into(), nodes);
+    }
     if let Ok(mode) = std::env::var("SB_TEST_DATABASE_POOLER") {
         vars.insert("DATABASE_POOLER".into(), mode);
     }

@@ -1,5 +1,6 @@
 //! Liveness and readiness (AA7). `/health` touches nothing; `/ready` checks Postgres and
-//! Redis concurrently, each under a short timeout, and answers 503 while draining.
+//! Redis concurrently, each under a short timeout, reports the last Redis work check
+//! ([`switchboard_flows::redis_check`]), and answers 503 while draining.
 
 use crate::state::AppState;
 use axum::extract::State;
@@ -114,9 +115,16 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
             _ => None,
         }
     };
-    let (postgres, redis, agent) = tokio::join!(postgres, redis, agent);
+    // Before the pod's first run of the Redis work check has ended, this probe runs it.
+    let first_work = async {
+        if state.redis_work.last().is_none() {
+            let _ = tokio::time::timeout(timeout, state.redis_work.check()).await;
+        }
+    };
+    let (postgres, redis, agent, ()) = tokio::join!(postgres, redis, agent, first_work);
+    let redis_work = redis_work(&state);
     let draining = state.lifecycle.is_draining();
-    let ok = postgres.ok && redis.ok && !draining;
+    let ok = postgres.ok && redis.ok && redis_work.ok && !draining;
     let body = Readiness {
         status: if draining {
             "draining"
@@ -126,7 +134,11 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
             "unavailable"
         },
         draining,
-        checks: BTreeMap::from([("postgres", postgres), ("redis", redis)]),
+        checks: BTreeMap::from([
+            ("postgres", postgres),
+            ("redis", redis),
+            ("redis_work", redis_work),
+        ]),
         realtime: Realtime {
             sockets: state.realtime.local_sockets(),
             adapter: adapter_health(&state),
@@ -147,6 +159,27 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, axum::Json(body))
+}
+
+/// The last run of the Redis work check (every script once per hash tag, the workers'
+/// registration): a Redis that answers `PING` but refuses the pod's scripts, as a
+/// misconfigured cluster does, is not ready. The failing step is named; the log has the
+/// error.
+fn redis_work(state: &AppState) -> Check {
+    match state.redis_work.last() {
+        None => Check {
+            ok: false,
+            latency_ms: 0,
+            error: Some("not checked yet (timed out)".to_owned()),
+            setting: None,
+        },
+        Some(outcome) => Check {
+            ok: outcome.failure.is_none(),
+            latency_ms: u64::try_from(outcome.took.as_millis()).unwrap_or(u64::MAX),
+            error: outcome.failure.map(|f| format!("failed at: {}", f.step)),
+            setting: None,
+        },
+    }
 }
 
 /// The adapter's health without the watchdog's error text (the watchdog logs it).

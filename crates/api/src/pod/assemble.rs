@@ -9,7 +9,6 @@ use crate::protection::Protection;
 use crate::protection::backpressure::Backpressure;
 use crate::protection::limiter::RateLimiter;
 use crate::state::{AppState, AppStateInner};
-use secrecy::ExposeSecret;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,21 +82,20 @@ impl App {
         if !violations.is_empty() {
             return Err(StartError::Violations(violations));
         }
-        let (Some(redis_url), Some(key)) = (&config.redis_url, config.master_key_bytes()) else {
+        // Validated when the configuration was loaded; a contradiction cannot reach here.
+        let endpoint = config
+            .redis_endpoint()
+            .map_err(|e| StartError::Violations(vec![e.to_string()]))?;
+        let (Some(endpoint), Some(key)) = (endpoint, config.master_key_bytes()) else {
             return Err(StartError::Violations(vec![
-                "REDIS_URL and MASTER_ENCRYPTION_KEY must be set".into(),
+                "REDIS_URL (or REDIS_CLUSTER_NODES) and MASTER_ENCRYPTION_KEY must be set".into(),
             ]));
         };
-        // Validated when the configuration was loaded; a contradiction cannot reach here.
-        let redis_tls = config
-            .redis_tls(redis_url.expose_secret())
-            .map_err(|e| StartError::Violations(vec![e.to_string()]))?;
-        let redis =
-            Redis::connect_lazy(redis_url.expose_secret(), &redis_tls, &config.redis_prefix)?;
+        let redis = Redis::connect(&endpoint, &config.redis_prefix)?;
         let lifecycle = Lifecycle::new();
         let jwt = Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs));
         let realtime = Realtime::build(
-            realtime::Settings::new(&config, redis_url.expose_secret(), redis_tls),
+            realtime::Settings::new(&config, endpoint),
             db.clone(),
             token_verifier(jwt.clone()),
             lifecycle.tasks().clone(),
@@ -132,6 +130,11 @@ impl App {
             pressure: Backpressure::new(&config),
             proxies,
         };
+        let redis_work = switchboard_flows::redis_check::RedisWork::new(
+            redis.clone(),
+            vec![inbound.queue_ref(), flows.outbound.queue_ref()],
+            (config.worker_concurrency > 0).then(|| workers_identity(&config)),
+        );
         let state = AppState::new(AppStateInner {
             connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
             intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
@@ -146,6 +149,7 @@ impl App {
             realtime,
             protection,
             alerts,
+            redis_work,
         });
         crate::metrics::install();
         Ok(App { state })
@@ -186,4 +190,15 @@ fn token_verifier(jwt: Arc<JwtKeys>) -> realtime::TokenVerifier {
                 _ => TokenError::Invalid,
             })
     })
+}
+
+/// The name prefix of this pod's queue workers: unique per pod, process and start, since
+/// worker names are identities in Redis.
+fn workers_identity(config: &Config) -> String {
+    format!(
+        "{}-{}-{}",
+        config.pod_id(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    )
 }

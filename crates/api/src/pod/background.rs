@@ -8,14 +8,10 @@ use switchboard_flows::{dispatch, upkeep};
 /// waits for the jobs they hold.
 pub(super) fn spawn(state: &AppState) {
     let config = &state.config;
-    let identity = format!(
-        "{}-{}-{}",
-        config.pod_id(),
-        std::process::id(),
-        &uuid::Uuid::new_v4().simple().to_string()[..6]
-    );
+    let identity = state.redis_work.workers_identity();
     let token = state.lifecycle.shutdown_token();
     let tracker = state.lifecycle.tasks();
+    state.redis_work.clone().spawn(token.clone(), tracker);
     state.realtime.spawn_background(token.clone(), tracker);
     // The promoter stays a per-pod 100 ms timer, not a scheduled job: see
     // `switchboard_flows::jobs::housekeeping`.

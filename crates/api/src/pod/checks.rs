@@ -16,8 +16,8 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
         .collect();
     let production = config.app_env == AppEnv::Production;
     if !production {
-        if config.redis_url.is_none() {
-            violations.push("REDIS_URL must be set".into());
+        if config.redis_url.is_none() && config.redis_cluster_nodes.is_none() {
+            violations.push("REDIS_URL or REDIS_CLUSTER_NODES must be set".into());
         }
         if config.master_encryption_key.is_none() {
             violations.push("MASTER_ENCRYPTION_KEY must be set".into());

@@ -515,7 +515,7 @@ async fn finished_jobs_leave_nothing_behind_in_redis() {
 
     let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let queue = format!("{prefix}:queue:channel-inbound");
+    let queue = format!("{prefix}:{{queue:channel-inbound}}");
     let mut left = (u64::MAX, u64::MAX);
     for _ in 0..100 {
         let inflight: Vec<String> = redis::cmd("KEYS")
@@ -585,7 +585,7 @@ async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
     }
     let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let key = |k: &str| format!("{prefix}:queue:channel-inbound:{k}");
+    let key = |k: &str| format!("{prefix}:{{queue:channel-inbound}}:{k}");
     let scheduled: u64 = redis::cmd("ZCARD")
         .arg(key("scheduled"))
         .query_async(&mut conn)
@@ -614,7 +614,7 @@ async fn queue_lengths(
     conn: &mut redis::aio::MultiplexedConnection,
     prefix: &str,
 ) -> (u64, u64, u64) {
-    let key = |k: &str| format!("{prefix}:queue:channel-inbound:{k}");
+    let key = |k: &str| format!("{prefix}:{{queue:channel-inbound}}:{k}");
     redis::pipe()
         .cmd("ZCARD")
         .arg(key("scheduled"))
@@ -901,7 +901,7 @@ async fn gone_workers_leave_no_metadata_behind() {
     let prefix = random_prefix();
     let client = switchboard_testing::redis_client(&redis_url());
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let key = |k: &str| format!("{prefix}:queue:channel-inbound:workers{k}");
+    let key = |k: &str| format!("{prefix}:{{queue:channel-inbound}}:workers{k}");
     // A worker of a pod killed an hour ago: recorded, registered, its heartbeat stale.
     let gone = "pod-9-4242-dead00-inbound-0";
     let an_hour_ago = chrono::Utc::now().timestamp() - 3600;

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod auth;
+mod cluster;
 mod connections;
 mod errors;
 mod expert;

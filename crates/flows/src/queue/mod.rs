@@ -71,7 +71,7 @@ async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), inbound::JobErr
 pub struct QueueRef {
     name: &'static str,
     config: QueueConfig,
-    conn: redis::aio::ConnectionManager,
+    conn: switchboard_coord::Conn,
 }
 
 impl QueueRef {
@@ -84,7 +84,7 @@ impl QueueRef {
         &self.config
     }
 
-    pub(crate) fn conn(&self) -> redis::aio::ConnectionManager {
+    pub(crate) fn conn(&self) -> switchboard_coord::Conn {
         self.conn.clone()
     }
 }
@@ -92,7 +92,7 @@ impl QueueRef {
 /// Producer handle for one apalis-redis queue of `J` jobs.
 pub struct JobQueue<J> {
     name: &'static str,
-    storage: RedisStorage<J>,
+    storage: RedisStorage<J, switchboard_coord::Conn>,
     /// Rung after every push (this pod's or, through [`Announcer`], another pod's), so an
     /// idle worker fetches without waiting for a poll.
     pushed: Arc<Notify>,
@@ -132,8 +132,11 @@ where
 {
     /// The queue `name` under the pod's key prefix.
     pub fn new(redis: &Redis, name: &'static str) -> Self {
+        // The queue's name carries the hash tag, so every key apalis derives from it (and
+        // our upkeep keys derived from those) lands in one cluster slot: its scripts touch
+        // several of them at once.
         let config = QueueConfig::default()
-            .queue(redis.key(&format!("queue:{name}")))
+            .queue(redis.tagged(&format!("queue:{name}")))
             .heartbeat_interval(Duration::from_secs(5))
             .missed_heartbeats(3)
             // apalis-redis acknowledges a finished job (removes it from the worker's
@@ -191,14 +194,14 @@ where
     }
 
     /// The storage, for scheduled pushes.
-    pub(crate) fn storage(&self) -> &RedisStorage<J> {
+    pub(crate) fn storage(&self) -> &RedisStorage<J, switchboard_coord::Conn> {
         &self.storage
     }
 
     /// The backend a worker of this pod fetches from: woken by every push at once (this
     /// pod's, and other pods' through [`Self::spawn_wake_listener`]), and every poll
     /// interval for jobs coming due and for notifications that were lost.
-    pub(crate) fn backend(&self) -> PollWith<RedisStorage<J>, Strategy> {
+    pub(crate) fn backend(&self) -> PollWith<RedisStorage<J, switchboard_coord::Conn>, Strategy> {
         let pushes = futures::stream::unfold(self.pushed.clone(), |pushed| async move {
             pushed.notified().await;
             Some(((), pushed))

@@ -7,6 +7,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// How often workers that wait for Redis try again.
+const WAIT_FOR_REDIS: Duration = Duration::from_millis(500);
+
 /// Runs the worker that `run` builds and runs for a name, restarting it under a new name after it
 /// stops on an error (a backend error can leave an apalis worker dead), until `token` is
 /// cancelled; then the worker finishes the jobs it holds.
@@ -24,9 +27,22 @@ pub fn supervise<F, Fut>(
         let mut restarts: u32 = 0;
         loop {
             let name = format!("{identity}-{}-{restarts}", queue.name());
-            // Without Redis the worker fails to start too, and is restarted.
-            if let Err(e) = upkeep::record_worker(&queue, &name).await {
-                tracing::debug!(worker = %name, error = %e, "could not record the worker name");
+            // A worker started while the queue's Redis node cannot take a write dies at
+            // once; restarting it in a loop would say nothing `/ready` does not. So the
+            // worker starts once its name is recorded (a write to the queue's slot).
+            let mut waiting = false;
+            while let Err(e) = upkeep::record_worker(&queue, &name).await {
+                if !waiting {
+                    waiting = true;
+                    tracing::warn!(queue = queue.name(), error = %e, "queue workers wait for Redis (see /ready)");
+                }
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(WAIT_FOR_REDIS) => {}
+                }
+            }
+            if waiting {
+                tracing::info!(queue = queue.name(), "Redis takes writes again; starting the queue workers");
             }
             let result = run(name.clone(), token.clone()).await;
             if token.is_cancelled() {

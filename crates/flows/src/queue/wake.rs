@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 /// Pause before a lost push subscription is tried again.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
-/// Tells the other pods' workers that a queue has new jobs: a Redis `PUBLISH` after each
+/// Tells the other pods' workers that a queue has new jobs: a Redis `PUBLISH` (`SPUBLISH` on a cluster) after each
 /// push, on a channel per queue. The payload names the pushing instance, so a pod's own
 /// listener skips what its worker was already woken for.
 #[derive(Clone)]
@@ -26,16 +26,11 @@ impl Announcer {
     /// Publishes without holding up the caller (a webhook waits for its push). A lost
     /// notification only leaves the other pods to their next poll.
     pub(super) fn announce(&self) {
-        let mut conn = self.redis.conn();
+        let redis = self.redis.clone();
         let channel = self.channel.clone();
         let instance = self.instance.clone();
         tokio::spawn(async move {
-            let published: Result<i64, _> = redis::cmd("PUBLISH")
-                .arg(&*channel)
-                .arg(&*instance)
-                .query_async(&mut conn)
-                .await;
-            if let Err(e) = published {
+            if let Err(e) = redis.publish(&channel, &instance).await {
                 tracing::debug!(%channel, error = %e, "could not announce a push");
             }
         });

@@ -52,7 +52,7 @@ async fn each_production_invariant_refuses_start_before_binding() {
             }),
         ),
         (
-            "REDIS_URL must be set",
+            "REDIS_URL or REDIS_CLUSTER_NODES must be set",
             Box::new(|v| {
                 v.remove("REDIS_URL");
             }),

@@ -2,10 +2,13 @@
 //! webhooks at about 100 a second (alternating between them, as a load balancer without
 //! stickiness does; a provider retries what was not answered 200) while one pod is killed
 //! with SIGKILL and started again, both are restarted one after the other with SIGTERM (a
-//! rolling deploy), and Postgres restarts. Every accepted event becomes exactly one message.
+//! rolling deploy), Postgres restarts, and on a Redis Cluster a master is killed (its replica
+//! takes over). Every accepted event becomes exactly one message.
 //!
 //! It runs on whatever topology `scripts/test.sh` set up: `SB_TOPOLOGY=tls-pooler` makes
-//! it the managed shape (TLS Postgres behind PgBouncer in transaction mode, TLS Redis).
+//! it TLS Postgres behind PgBouncer in transaction mode with a TLS Redis, and
+//! `SB_TOPOLOGY=managed` the same with a 3+3 TLS Redis Cluster (`SB_TEST_REDIS_CLUSTER_CTL`
+//! kills the master).
 
 use crate::serve_ready;
 use serde_json::{Value, json};
@@ -160,7 +163,7 @@ async fn deliver(http: &reqwest::Client, bases: &[String], path: &str, signed: &
 }
 
 #[tokio::test]
-async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_and_a_postgres_restart()
+async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_a_postgres_restart_and_a_redis_failover()
  {
     let db = TestDb::fresh().await;
     let prefix = random_prefix();
@@ -258,6 +261,22 @@ async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_an
         assert!(status.success(), "Postgres restarted");
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
+    // A Redis master dies under the load; its replica is promoted and the pods carry on.
+    let killed_master = std::env::var("SB_TEST_REDIS_CLUSTER_CTL").ok().map(|ctl| {
+        let out = std::process::Command::new(&ctl)
+            .arg("kill-master")
+            .output()
+            .expect("kill a Redis master");
+        assert!(
+            out.status.success(),
+            "failover: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (ctl, String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    });
+    if killed_master.is_some() {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
     stop.cancel();
     load.await.expect("load finished: every event accepted");
     let n = i64::try_from(*sent.lock().expect("lock")).expect("count");
@@ -285,4 +304,12 @@ async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_an
         n
     );
     drop((a, b));
+    // The killed node rejoins as a replica, so later tests find a whole cluster.
+    if let Some((ctl, port)) = killed_master {
+        let status = std::process::Command::new(ctl)
+            .args(["restart", &port])
+            .status()
+            .expect("restart the Redis node");
+        assert!(status.success(), "the killed Redis node rejoined");
+    }
 }

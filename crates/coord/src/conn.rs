@@ -1,0 +1,176 @@
+//! One connection type for a single Redis and for a Redis Cluster, so every Redis user
+//! (queues, limiter, breaker, dedup, realtime) is written once and runs on either.
+//!
+//! redis-rs has a self-reconnecting, lazily connecting manager for a single server, but its
+//! cluster connection must be built against a reachable cluster: `get_async_connection`
+//! fails when no seed answers, and nothing builds it again. [`LazyCluster`] is that
+//! retrying builder: the first command connects, a failed attempt is retried by a later
+//! command (after a short pause, so an outage does not turn every request into a connect
+//! attempt), and once built the cluster connection follows failovers and slot moves itself
+//! (MOVED and ASK are followed inside the client, never surfaced).
+
+use crate::CoordError;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
+    TlsCertificates, Value,
+};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use switchboard_config::RedisTls;
+use tokio::sync::OnceCell;
+
+/// How long one attempt to reach the cluster may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// After a failed attempt, commands fail at once for this long instead of trying again.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// A cheap-to-clone connection to the pod's Redis, whichever its shape.
+#[derive(Clone)]
+pub enum Conn {
+    /// One server, through redis-rs's reconnecting manager.
+    Single(ConnectionManager),
+    /// A cluster, built on first use.
+    Cluster(LazyCluster),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(lazy) => Box::pin(async move {
+                let mut conn = lazy.get().await?;
+                conn.req_packed_command(cmd).await
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(lazy) => Box::pin(async move {
+                let mut conn = lazy.get().await?;
+                conn.req_packed_commands(cmd, offset, count).await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(_) => 0,
+        }
+    }
+}
+
+/// A cluster connection built on first use and rebuilt on demand until it succeeds.
+#[derive(Clone)]
+pub struct LazyCluster {
+    client: Arc<ClusterClient>,
+    cell: Arc<OnceCell<ClusterConnection>>,
+    last_failure: Arc<Mutex<Option<(Instant, String)>>>,
+}
+
+impl LazyCluster {
+    /// Connects nothing yet.
+    pub fn new(client: ClusterClient) -> Self {
+        Self {
+            client: Arc::new(client),
+            cell: Arc::default(),
+            last_failure: Arc::default(),
+        }
+    }
+
+    /// The cluster connection, connecting first if no attempt succeeded yet.
+    pub async fn get(&self) -> Result<ClusterConnection, RedisError> {
+        if let Some(conn) = self.cell.get() {
+            return Ok(conn.clone());
+        }
+        if let Some((at, why)) = &*self
+            .last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            if at.elapsed() < RETRY_PAUSE {
+                return Err(not_reached(why));
+            }
+        }
+        let attempt = self.cell.get_or_try_init(|| async {
+            match tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_connection()).await {
+                Ok(result) => result,
+                Err(_) => Err(not_reached("no seed node answered in time")),
+            }
+        });
+        match attempt.await {
+            Ok(conn) => Ok(conn.clone()),
+            Err(e) => {
+                *self
+                    .last_failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) =
+                    Some((Instant::now(), e.to_string()));
+                Err(e)
+            }
+        }
+    }
+}
+
+fn not_reached(why: &str) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        format!("the Redis Cluster is not reachable yet: {why}"),
+    ))
+}
+
+/// A cluster client for the seed `urls` with `tls` applied, speaking RESP3 and handing
+/// pushes to `push` when given (pub/sub needs both). Connects nothing yet.
+pub fn cluster_client(
+    urls: &[String],
+    tls: &RedisTls,
+    push: Option<impl redis::aio::AsyncPushSender>,
+) -> Result<ClusterClient, CoordError> {
+    let mut infos = Vec::with_capacity(urls.len());
+    for url in urls {
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .map_err(|_| CoordError::InvalidUrl)?;
+        let tls_addr = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        if tls_addr != !matches!(tls, RedisTls::Off) {
+            return Err(CoordError::TlsNeedsRediss);
+        }
+        infos.push(info);
+    }
+    let mut builder = ClusterClientBuilder::new(infos)
+        .connection_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(2))
+        .retries(3)
+        .max_retry_wait(500)
+        .min_retry_wait(50);
+    match tls {
+        RedisTls::Off => {}
+        RedisTls::Require => builder = builder.tls(redis::TlsMode::Insecure),
+        RedisTls::Verify { ca } => {
+            builder = builder.tls(redis::TlsMode::Secure);
+            if let Some(path) = ca {
+                builder = builder.certs(TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(crate::tls::ca_bundle(path)?),
+                });
+            }
+        }
+    }
+    if let Some(push) = push {
+        builder = builder
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(push);
+    }
+    Ok(builder.build()?)
+}

@@ -1,0 +1,205 @@
+//! A throwaway Redis Cluster a test owns: masters (and replicas) spawned from `redis-server`
+//! on free ports and joined with `redis-cli --cluster create`, so cluster behaviour is
+//! tested in every topology, not only where `scripts/test.sh` runs one.
+
+use crate::free_port;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A cluster of plaintext nodes on 127.0.0.1; every node is killed on drop.
+pub struct RedisCluster {
+    dir: PathBuf,
+    nodes: BTreeMap<u16, Option<Child>>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters with `replicas` replicas each and waits until every slot is
+    /// served.
+    pub async fn start(masters: usize, replicas: usize) -> RedisCluster {
+        let dir = std::env::temp_dir().join(format!(
+            "sb-cluster-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("cluster dir");
+        let mut cluster = RedisCluster {
+            dir,
+            nodes: BTreeMap::new(),
+        };
+        let count = masters * (1 + replicas);
+        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
+        for port in &ports {
+            cluster.spawn(*port);
+        }
+        for port in &ports {
+            wait_until(Duration::from_secs(10), || {
+                cli(*port, &["PING"]).is_some_and(|o| o.contains("PONG"))
+            })
+            .await
+            .unwrap_or_else(|| panic!("cluster node {port} did not start"));
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for port in &ports {
+            create.arg(format!("127.0.0.1:{port}"));
+        }
+        let status = create
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli on PATH");
+        assert!(status.success(), "redis-cli --cluster create");
+        cluster.wait_ok(&ports).await;
+        if replicas > 0 {
+            // A replica takes a moment to sync; a failover before that would lose its slots.
+            wait_until(Duration::from_secs(20), || {
+                cluster.masters().len() == masters
+                    && ports.iter().all(|p| {
+                        cli(*p, &["INFO", "replication"]).is_some_and(|i| {
+                            i.contains("role:master") || i.contains("master_link_status:up")
+                        })
+                    })
+            })
+            .await
+            .expect("replicas in sync");
+        }
+        cluster
+    }
+
+    fn spawn(&mut self, port: u16) {
+        let node_dir = self.dir.join(port.to_string());
+        std::fs::create_dir_all(&node_dir).expect("node dir");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-node-timeout", "1000"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&node_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (scripts/test.sh installs it)");
+        self.nodes.insert(port, Some(child));
+    }
+
+    /// The seed URLs (every live node), comma-separated, as `REDIS_CLUSTER_NODES` takes them.
+    pub fn seeds(&self) -> String {
+        self.live()
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn live(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|(_, c)| c.is_some())
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    /// The ports of the current masters.
+    pub fn masters(&self) -> Vec<u16> {
+        let Some(nodes) = self
+            .live()
+            .into_iter()
+            .find_map(|p| cli(p, &["CLUSTER", "NODES"]))
+        else {
+            return Vec::new();
+        };
+        nodes
+            .lines()
+            .filter(|l| l.contains("master") && !l.contains("fail"))
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter_map(|addr| addr.split('@').next()?.rsplit(':').next()?.parse().ok())
+            .collect()
+    }
+
+    /// SIGKILLs a master that serves slots and waits until its replica took over (every
+    /// slot served again); returns the killed port.
+    pub async fn kill_master(&mut self) -> u16 {
+        let masters = self.masters();
+        let port = *masters.first().expect("a master");
+        if let Some(Some(mut child)) = self.nodes.insert(port, None) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Until the others notice (the node timeout) the cluster still looks whole: wait
+        // for a replica to be promoted in the dead master's place.
+        wait_until(Duration::from_secs(30), || {
+            let now = self.masters();
+            now.len() == masters.len() && !now.contains(&port)
+        })
+        .await
+        .unwrap_or_else(|| panic!("no replica replaced master {port}"));
+        let live = self.live();
+        self.wait_ok(&live).await;
+        port
+    }
+
+    /// Starts a killed node again; it rejoins as a replica.
+    pub async fn restart(&mut self, port: u16) {
+        self.spawn(port);
+        wait_until(Duration::from_secs(10), || {
+            cli(port, &["PING"]).is_some_and(|o| o.contains("PONG"))
+        })
+        .await
+        .expect("restarted node answers");
+    }
+
+    async fn wait_ok(&self, ports: &[u16]) {
+        wait_until(Duration::from_secs(30), || {
+            ports.iter().all(|p| {
+                cli(*p, &["CLUSTER", "INFO"]).is_some_and(|i| {
+                    i.contains("cluster_state:ok") && i.contains("cluster_slots_ok:16384")
+                })
+            })
+        })
+        .await
+        .expect("cluster_state:ok on every node");
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for child in self.nodes.values_mut().filter_map(Option::as_mut) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `redis-cli -p port args…`, its output when it ran.
+fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Option<()> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if done() {
+            return Some(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
