@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stops the local stack started by scripts/dev-up.sh: HAProxy, the pods (gracefully, as a
-# rolling deploy would), Redis and Postgres. Data in .dev/ is kept unless --purge is given.
-# Only processes recorded in .dev/ are stopped; the system's Postgres and Redis are not.
+# rolling deploy would), Redis (or, on the managed topology, the Redis Cluster and PgBouncer)
+# and Postgres. Data in .dev/ is kept unless --purge is given. Only processes recorded in
+# .dev/ (and beside the dev Postgres cluster) are stopped; the system's Postgres and Redis are
+# not.
 set -euo pipefail
 
 # shellcheck source=scripts/dev-lib.sh
@@ -82,6 +84,17 @@ stop_pids switchboard 30 "${pod_pidfiles[@]}"
 stop_pids switchboard 5 "$DEV/demo-providers.pid"
 # SIGTERM makes Redis shut down cleanly (AOF flushed); there are no RDB save points.
 stop_pids redis-server 10 "$DEV/redis.pid"
+# The managed topology's Redis Cluster, every node by its pidfile (the same SIGTERM).
+cluster_up=0
+for file in "$REDIS_CLUSTER_DIR"/*/redis.pid; do
+  if pid_alive "$file" redis-server; then cluster_up=1; fi
+done
+if [ "$cluster_up" = 1 ]; then
+  log "Stopping the Redis Cluster"
+  "$ROOT/scripts/redis-cluster-ctl" "$REDIS_CLUSTER_DIR" stop
+fi
+# PgBouncer before Postgres, so it does not try to reconnect to a Postgres on its way down.
+stop_pids pgbouncer 10 "$PGBOUNCER_DIR/pgbouncer.pid"
 
 if [ -s "$PG_HOME/pg/PG_VERSION" ]; then
   if PG_BIN="$(pg_bindir)"; then
@@ -94,6 +107,9 @@ if [ -s "$PG_HOME/pg/PG_VERSION" ]; then
     warn "pg_ctl not found; cannot stop Postgres in $PG_HOME/pg"
   fi
 fi
+
+# Nothing runs now: the next dev-up may pick any topology.
+rm -f "$DEV/topology"
 
 if [ "$purge" = 1 ]; then
   if [ "$PG_HOME" != "$DEV" ] && [ -d "$PG_HOME" ]; then

@@ -17,6 +17,12 @@ REDIS_PORT="${SB_REDIS_PORT:-56379}"
 LB_PORT="${SB_LB_PORT:-8080}"
 PODS=(pod-1 pod-2)
 POD_PORTS=("${SB_POD1_PORT:-3001}" "${SB_POD2_PORT:-3002}")
+# The managed topology (SB_TOPOLOGY=managed): PgBouncer in front of Postgres, and a Redis
+# Cluster of six nodes on REDIS_CLUSTER_PORT..+5, their cluster bus on REDIS_CLUSTER_PORT+100..+105
+# (Redis' own choice, port+10000, is past 65535 for these ports).
+PGBOUNCER_PORT="${SB_PGBOUNCER_PORT:-56432}"
+REDIS_CLUSTER_PORT="${SB_REDIS_CLUSTER_PORT:-57001}"
+REDIS_CLUSTER_DIR="$DEV/redis-cluster"
 
 # Stops the native pods (SIGTERM, as a rolling deploy would) and starts them again through
 # dev-up, with VAR=value settings on top of .dev/env (benchmarks vary them per run).
@@ -122,6 +128,19 @@ pid_alive() {
 pid_of() { head -n 1 "$1"; }
 
 PG_HOME="$(pg_home)"
+# The managed topology's certificates (a CA of its own, as in scripts/test.sh) and PgBouncer's
+# config, log and pidfile: beside the cluster, where the Postgres user, which runs PgBouncer
+# too, can reach them.
+TLS_DIR="$PG_HOME/tls"
+PGBOUNCER_DIR="$PG_HOME/pgbouncer"
+
+# The topology the stack was last brought up with (dev-up.sh writes it, dev-down.sh removes
+# it): plain when none is recorded.
+recorded_topology() {
+  local topology
+  topology="$(cat "$DEV/topology" 2>/dev/null || true)"
+  printf '%s\n' "${topology:-plain}"
+}
 
 # True if a docker engine answers (not just a docker CLI on PATH).
 docker_engine() {

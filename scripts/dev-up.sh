@@ -9,13 +9,30 @@
 # so a checkout in a 0700 home works). The system's own Postgres and Redis are never
 # touched. Re-running only starts what is down. Stop with scripts/dev-down.sh.
 #
+# SB_TOPOLOGY=managed brings the stack up (natively, never with Docker) the way managed
+# services would serve it: Postgres with TLS behind PgBouncer in transaction pooling mode, and
+# instead of the one Redis a TLS-only Redis Cluster of three masters with a replica each, all
+# with certificates from a CA of its own (kept in $PG_HOME/tls); the pods get DATABASE_URL
+# through PgBouncer (sslmode=verify-full), DATABASE_DIRECT_URL, DATABASE_POOLER=transaction,
+# DATABASE_TLS_CA, REDIS_URL (the first master), REDIS_CLUSTER_NODES (the masters),
+# REDIS_TLS=verify and REDIS_TLS_CA. scripts/redis-cluster-ctl .dev/redis-cluster kill-master
+# fails a master over (see that script). Without SB_TOPOLOGY, a stack that is up keeps its
+# topology and a new one is plain; a stack that is up on another topology must be taken down
+# first.
+#
 # Environment: SB_PG_PORT (55432), SB_REDIS_PORT (56379), SB_LB_PORT (8080),
-# SB_POD1_PORT (3001), SB_POD2_PORT (3002); SB_NATIVE=1 skips Docker even when an engine
-# runs; SB_SKIP_BUILD=1 reuses the built switchboard binary as it is.
+# SB_POD1_PORT (3001), SB_POD2_PORT (3002); managed only: SB_PGBOUNCER_PORT (56432),
+# SB_REDIS_CLUSTER_PORT (57001: the six nodes on 57001-57006, their cluster bus on
+# 57101-57106); SB_NATIVE=1 skips Docker even when an engine runs; SB_SKIP_BUILD=1 reuses the
+# built switchboard binary as it is.
 set -euo pipefail
 
 # shellcheck source=scripts/dev-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
+# shellcheck source=scripts/lib-services.sh
+. "$ROOT/scripts/lib-services.sh"
+# shellcheck source=scripts/lib-topology.sh
+. "$ROOT/scripts/lib-topology.sh"
 cd "$ROOT"
 
 SEED="$DEV/seed.json"
@@ -29,26 +46,81 @@ else
   chmod 700 "$DEV" # env and seed.json hold secrets
 fi
 
+# --- topology ------------------------------------------------------------------------------
+
+# True if any part of the stack runs (native or compose).
+stack_up() {
+  local file
+  [ ! -f "$DEV/compose" ] || return 0
+  for file in "$DEV"/pod-*.pid "$DEV/demo-providers.pid"; do
+    pid_alive "$file" switchboard && return 0
+  done
+  for file in "$DEV/redis.pid" "$REDIS_CLUSTER_DIR"/*/redis.pid; do
+    pid_alive "$file" redis-server && return 0
+  done
+  pid_alive "$DEV/haproxy.pid" haproxy || pid_alive "$PGBOUNCER_DIR/pgbouncer.pid" pgbouncer ||
+    pid_alive "$PG_HOME/pg/postmaster.pid" postgres
+}
+
+TOPOLOGY="${SB_TOPOLOGY:-}"
+case "$TOPOLOGY" in
+"" | plain | managed) ;;
+*) die "SB_TOPOLOGY must be plain or managed, not '$TOPOLOGY'" ;;
+esac
+if stack_up; then
+  running="$(recorded_topology)"
+  [ -n "$TOPOLOGY" ] || TOPOLOGY="$running"
+  [ "$TOPOLOGY" = "$running" ] ||
+    die "the dev stack is up on the $running topology: take it down first (scripts/dev-down.sh), then SB_TOPOLOGY=$TOPOLOGY scripts/dev-up.sh"
+fi
+TOPOLOGY="${TOPOLOGY:-plain}"
+printf '%s\n' "$TOPOLOGY" >"$DEV/topology"
+
 # --- secrets and environment ------------------------------------------------------------
 
+# NAME=VALUE for .dev/env, which shells source: single-quoted when the value holds anything
+# a shell would read otherwise (the & between a URL's parameters would end the line's command).
+env_line() {
+  local q="'\\''"
+  if [[ "$2" =~ ^[A-Za-z0-9_./:@,+=-]*$ ]]; then
+    printf '%s=%s\n' "$1" "$2"
+  else
+    printf "%s='%s'\n" "$1" "${2//\'/$q}"
+  fi
+}
+
 # Secrets are generated once and kept; the URLs are rewritten each run so changed SB_*
-# ports take effect.
+# ports take effect. On the managed topology the Redis settings follow once the cluster is up
+# (they name its masters).
 write_env() {
-  local jwt="" key="" tmp
+  local jwt="" key="" tmp db_url direct_url middle tls_query
   if [ -f "$DEV/env" ]; then
     jwt="$(sed -n 's/^JWT_SECRET=//p' "$DEV/env")"
     key="$(sed -n 's/^MASTER_ENCRYPTION_KEY=//p' "$DEV/env")"
   fi
   [ -n "$jwt" ] || jwt="$(head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   [ -n "$key" ] || key="$(head -c 32 /dev/urandom | base64 -w0)"
+  if [ "$TOPOLOGY" = managed ]; then
+    tls_query="sslmode=verify-full&sslrootcert=$TLS_DIR/ca.pem"
+    db_url="$(env_line DATABASE_URL \
+      "${SB_DATABASE_URL:-postgres://postgres@127.0.0.1:$PGBOUNCER_PORT/switchboard?$tls_query}")"
+    direct_url="$(env_line DATABASE_DIRECT_URL \
+      "postgres://postgres@127.0.0.1:$PG_PORT/switchboard?$tls_query")"
+    middle="DATABASE_POOLER=transaction
+$(env_line DATABASE_TLS_CA "$TLS_DIR/ca.pem")"
+  else
+    db_url="DATABASE_URL=${SB_DATABASE_URL:-postgres://postgres@127.0.0.1:$PG_PORT/switchboard}"
+    direct_url="DATABASE_DIRECT_URL=postgres://postgres@127.0.0.1:$PG_PORT/switchboard"
+    middle="REDIS_URL=redis://127.0.0.1:$REDIS_PORT"
+  fi
   tmp="$(mktemp "$DEV/env.XXXXXX")" # mktemp creates it 0600
   cat >"$tmp" <<EOF
 APP_ENV=development
 JWT_SECRET=$jwt
 MASTER_ENCRYPTION_KEY=$key
-DATABASE_URL=${SB_DATABASE_URL:-postgres://postgres@127.0.0.1:$PG_PORT/switchboard}
-DATABASE_DIRECT_URL=postgres://postgres@127.0.0.1:$PG_PORT/switchboard
-REDIS_URL=redis://127.0.0.1:$REDIS_PORT
+$db_url
+$direct_url
+$middle
 PUBLIC_BASE_URL=$PUBLIC_URL
 BIND_ADDR=127.0.0.1
 EXPECTED_PODS=2
@@ -135,7 +207,8 @@ wait_lb() {
 # --- Docker, when an engine and Compose are there ---------------------------------------------
 
 use_compose=0
-if [ "${SB_NATIVE:-0}" != 1 ] && docker_engine; then
+# The compose stacks are plain: the managed topology always runs natively.
+if [ "${SB_NATIVE:-0}" != 1 ] && [ "$TOPOLOGY" = plain ] && docker_engine; then
   if compose_detect; then
     use_compose=1
   else
@@ -172,6 +245,10 @@ pg_bindir >/dev/null || missing+=(postgresql)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v haproxy >/dev/null || missing+=(haproxy)
 command -v curl >/dev/null || missing+=(curl)
+if [ "$TOPOLOGY" = managed ]; then
+  command -v pgbouncer >/dev/null || missing+=(pgbouncer)
+  command -v openssl >/dev/null || missing+=(openssl)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   log "Installing ${missing[*]}"
   sudo=()
@@ -205,6 +282,27 @@ if is_root; then
   as_pg test -w "$PG_RUN" || die "user $PG_USER cannot reach $PG_RUN"
 fi
 
+# The managed topology's certificates: made once, for 30 days, and made again when they expire
+# within a day and nothing that uses them runs (a running server would keep the old ones).
+pg_tls_opts=""
+if [ "$TOPOLOGY" = managed ]; then
+  # sb_make_tls and sb_start_pgbouncer give the key and PgBouncer to the postgres user.
+  ! is_root || [ "$PG_USER" = postgres ] ||
+    die "the managed topology needs the dev cluster to belong to postgres, not $PG_USER (scripts/dev-down.sh --purge starts afresh)"
+  if [ ! -s "$TLS_DIR/server.pem" ] || [ ! -s "$TLS_DIR/client.pem" ] ||
+    ! openssl x509 -checkend 86400 -noout -in "$TLS_DIR/ca.pem" >/dev/null 2>&1; then
+    if [ -s "$TLS_DIR/server.pem" ] && stack_up; then
+      warn "the dev certificates in $TLS_DIR expire within a day: scripts/dev-down.sh, then dev-up again, renews them"
+    else
+      log "Making a CA and certificates for 127.0.0.1 in $TLS_DIR"
+      rm -rf "$TLS_DIR"
+      sb_make_tls "$TLS_DIR" 30
+    fi
+  fi
+  # -o is parsed by a shell inside pg_ctl, hence the inner quotes.
+  pg_tls_opts=" -c ssl=on -c 'ssl_cert_file=$TLS_DIR/server.pem' -c 'ssl_key_file=$TLS_DIR/server.key'"
+fi
+
 if [ ! -s "$PG_DATA/PG_VERSION" ]; then
   log "Initialising a Postgres cluster in $PG_DATA ($PG_BIN)"
   mkdir -p "$PG_DATA"
@@ -217,10 +315,10 @@ fi
 if as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
   log "Postgres already running"
 else
-  log "Starting Postgres on 127.0.0.1:$PG_PORT"
+  log "Starting Postgres on 127.0.0.1:$PG_PORT${pg_tls_opts:+ (TLS)}"
   # -o is parsed by a shell inside pg_ctl, hence the inner quotes around the socket dir.
   as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_RUN/postgres.log" -w -t 60 \
-    -o "-p $PG_PORT -h 127.0.0.1 -k '$PG_RUN'" start >/dev/null || {
+    -o "-p $PG_PORT -h 127.0.0.1 -k '$PG_RUN'$pg_tls_opts" start >/dev/null || {
     tail -n 20 "$PG_RUN/postgres.log" >&2 || true
     die "Postgres did not start"
   }
@@ -237,10 +335,63 @@ if [ "$(pg_query "SELECT 1 FROM pg_database WHERE datname = 'switchboard'")" != 
   pg_query "CREATE DATABASE switchboard" >/dev/null
 fi
 
+if [ "$TOPOLOGY" = managed ]; then
+  [ "$(pg_query "SHOW ssl")" = on ] ||
+    die "Postgres on 127.0.0.1:$PG_PORT runs without TLS: scripts/dev-down.sh, then SB_TOPOLOGY=managed scripts/dev-up.sh"
+  if pid_alive "$PGBOUNCER_DIR/pgbouncer.pid" pgbouncer; then
+    log "PgBouncer already running"
+  else
+    log "Starting PgBouncer on 127.0.0.1:$PGBOUNCER_PORT (transaction pooling, TLS on both sides)"
+    mkdir -p "$PGBOUNCER_DIR"
+    sb_start_pgbouncer "$PGBOUNCER_DIR" "$PGBOUNCER_PORT" "$PG_PORT" "$TLS_DIR" ||
+      die "PgBouncer did not start (log: $PGBOUNCER_DIR/pgbouncer.log)"
+  fi
+fi
+
 # --- Redis -------------------------------------------------------------------------------
 
+# The managed topology's Redis Cluster: configured once (again when SB_REDIS_CLUSTER_PORT
+# changed and it is down), created the first time it starts, and from then on each node finds
+# the others from its nodes.conf. Its append-only files keep the data across dev-down/dev-up.
+start_redis_cluster() {
+  local i specs=() running=0 file masters seeds=""
+  for i in 0 1 2 3 4 5; do
+    specs+=("$((REDIS_CLUSTER_PORT + i)):$((REDIS_CLUSTER_PORT + 100 + i))")
+  done
+  for file in "$REDIS_CLUSTER_DIR"/*/redis.pid; do
+    if pid_alive "$file" redis-server; then running=$((running + 1)); fi
+  done
+  if [ -f "$REDIS_CLUSTER_DIR/cluster.env" ] && ! grep -qx "SB_RC_PORTS=(${specs[*]%%:*})" "$REDIS_CLUSTER_DIR/cluster.env"; then
+    [ "$running" = 0 ] ||
+      die "the Redis Cluster in .dev/redis-cluster runs on other ports than SB_REDIS_CLUSTER_PORT=$REDIS_CLUSTER_PORT says: scripts/dev-down.sh first"
+    log "SB_REDIS_CLUSTER_PORT changed: making a new Redis Cluster (the old one's data goes)"
+    rm -rf "$REDIS_CLUSTER_DIR"
+  fi
+  SB_REDIS_CLUSTER_AOF=yes sb_redis_cluster_configure "$REDIS_CLUSTER_DIR" "$TLS_DIR" "${specs[@]}"
+  if [ "$running" = 6 ]; then
+    log "Redis Cluster already running"
+  else
+    log "Starting the Redis Cluster on 127.0.0.1:$REDIS_CLUSTER_PORT-$((REDIS_CLUSTER_PORT + 5)) (3 masters, 3 replicas, TLS only)"
+  fi
+  sb_redis_cluster_start "$REDIS_CLUSTER_DIR" ||
+    die "the Redis Cluster is not ok (logs: .dev/redis-cluster/*/redis.log)"
+  masters="$(sb_redis_cluster_masters "$REDIS_CLUSTER_DIR")" || die "no master of the Redis Cluster answers"
+  for i in $masters; do
+    seeds="${seeds:+$seeds,}rediss://127.0.0.1:$i"
+  done
+  REDIS_MASTERS="$(printf '%s\n' "$masters" | paste -sd ' ')"
+  {
+    env_line REDIS_URL "rediss://127.0.0.1:${masters%%$'\n'*}"
+    env_line REDIS_CLUSTER_NODES "$seeds"
+    echo "REDIS_TLS=verify"
+    env_line REDIS_TLS_CA "$TLS_DIR/ca.pem"
+  } >>"$DEV/env"
+}
+
 redis_up() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
-if redis_up; then
+if [ "$TOPOLOGY" = managed ]; then
+  start_redis_cluster
+elif redis_up; then
   log "Redis already running"
 else
   log "Starting Redis on 127.0.0.1:$REDIS_PORT"
@@ -382,4 +533,14 @@ printf '  %-14s %s/   (log in as %s / %s)\n' "console" "$PUBLIC_URL" "$expert" "
 if [ "${SB_REAL_PROVIDERS:-0}" != 1 ]; then
   printf '  %-14s %s/   (customer simulator; fake agent and providers, log .dev/demo-providers.log)\n' \
     "demo providers" "$DEMO_URL"
+fi
+if [ "$TOPOLOGY" = managed ]; then
+  printf '  %-14s 127.0.0.1:%s (TLS); the pods go through PgBouncer 127.0.0.1:%s (transaction pooling)\n' \
+    postgres "$PG_PORT" "$PGBOUNCER_PORT"
+  printf '  %-14s 127.0.0.1:%s-%s (TLS only), masters %s\n' "redis cluster" "$REDIS_CLUSTER_PORT" \
+    "$((REDIS_CLUSTER_PORT + 5))" "$REDIS_MASTERS"
+  printf '  %-14s %s\n' "TLS CA" "$TLS_DIR/ca.pem"
+  printf '  %-14s %s\n' "fail over" \
+    "scripts/redis-cluster-ctl .dev/redis-cluster kill-master   (also: restart PORT, masters, nodes)"
+  printf '  %-14s %s\n' "redis-cli" "redis-cli --tls --cacert $TLS_DIR/ca.pem -c -p ${REDIS_MASTERS%% *}"
 fi

@@ -10,15 +10,26 @@
 #                    127.0.0.1/localhost; Postgres with TLS behind PgBouncer (transaction
 #                    pooling, TLS on both sides, verify-full to Postgres), and a TLS-only
 #                    Redis. Without arguments it runs only the tests whose names say they
-#                    care about the topology (see tls_pooler_tests below); fmt, clippy and
+#                    care about the topology (see topology_tests below); fmt, clippy and
 #                    the browser tests stay with the plain run. With arguments, like plain
 #                    (fmt, clippy, the tests asked for) but never the browser tests.
 #                    Installs pgbouncer when it is missing.
-# Both export SB_TEST_DATABASE_URL (what pods use), SB_TEST_DATABASE_DIRECT_URL (Postgres
+#   managed          tls-pooler's Postgres, and instead of the one Redis a TLS-only Redis
+#                    Cluster of 3 masters with a replica each (6 redis-server; TLS on the
+#                    cluster bus and for replication too; nodes announce 127.0.0.1; a dead
+#                    master's replica takes over within about 5 s). Without arguments the
+#                    same kind of subset as tls-pooler, plus the cluster and failover tests;
+#                    with arguments like tls-pooler.
+# All export SB_TEST_DATABASE_URL (what pods use), SB_TEST_DATABASE_DIRECT_URL (Postgres
 # itself, for what a pooler cannot do), SB_TEST_REDIS_URL, SB_TEST_PG_DATADIR,
 # SB_TEST_PG_BINDIR and SB_TEST_PG_RESTART (a script that restarts the test Postgres);
-# tls-pooler adds SB_TEST_DATABASE_POOLER=transaction, SB_TEST_TLS_CA (the CA that signed the
-# servers' certificate) and SB_TEST_TLS_OTHER_CA (an unrelated CA, which must be refused).
+# tls-pooler and managed add SB_TEST_DATABASE_POOLER=transaction, SB_TEST_TLS_CA (the CA that
+# signed the servers' certificate) and SB_TEST_TLS_OTHER_CA (an unrelated CA, which must be
+# refused). managed adds SB_TEST_REDIS_CLUSTER_NODES (rediss://127.0.0.1:PORT of each master,
+# comma-separated: the seeds) and SB_TEST_REDIS_CLUSTER_CTL (a script for the cluster: `masters`
+# prints the masters' ports, `kill-master [PORT]` SIGKILLs one and returns once its replica has
+# taken over, printing its port, `restart PORT` brings a killed node back as a replica,
+# `stop`; see scripts/redis-cluster-ctl); its SB_TEST_REDIS_URL is the first master.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib-services.sh
@@ -27,36 +38,61 @@ cd "$(dirname "$0")/.."
 . scripts/lib-topology.sh
 
 topology="${SB_TOPOLOGY:-plain}"
+# The tests a tls-pooler or managed run picks when given no arguments: a regex on test names,
+# used as the nextest filterset test(/…/) (and split at | into cargo test filters without
+# nextest). Add a name, or a word every such test's name has, to run more.
 case "$topology" in
-  plain | tls-pooler) ;;
+  plain) topology_tests='' ;;
+  tls-pooler) topology_tests='multi_pod|kill|topology|restart|realtime|tls' ;;
+  managed) topology_tests='multi_pod|kill|topology|restart|realtime|tls|cluster|failover' ;;
   *)
-    echo "SB_TOPOLOGY must be plain or tls-pooler, not '$topology'" >&2
+    echo "SB_TOPOLOGY must be plain, tls-pooler or managed, not '$topology'" >&2
     exit 2
     ;;
 esac
 
-# The tests a tls-pooler run picks when given no arguments: a regex on test names, used as
-# the nextest filterset test(/…/) (and split at | into cargo test filters without nextest).
-# Add a name, or a word every such test's name has, to run more.
-tls_pooler_tests='multi_pod|kill|topology|restart|realtime|tls'
-
 work=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-test.XXXXXX")
 chmod 755 "$work"
-pg_port=$(sb_free_port)
-redis_port=$(sb_free_port)
+# Distinct ports: Postgres, Redis (plain, tls-pooler) or the cluster's six nodes and their six
+# cluster bus ports (managed), PgBouncer.
+case "$topology" in
+  plain) mapfile -t ports < <(sb_free_ports 2) ;;
+  tls-pooler) mapfile -t ports < <(sb_free_ports 3) ;;
+  managed) mapfile -t ports < <(sb_free_ports 14) ;;
+esac
+pg_port=${ports[0]}
+redis_port=""
 pgbouncer_port=""
-[ "$topology" = plain ] || pgbouncer_port=$(sb_free_port)
+cluster_nodes=()
+case "$topology" in
+  plain) redis_port=${ports[1]} ;;
+  tls-pooler) redis_port=${ports[1]} pgbouncer_port=${ports[2]} ;;
+  managed)
+    pgbouncer_port=${ports[1]}
+    for i in 2 3 4 5 6 7; do
+      cluster_nodes+=("${ports[$i]}:${ports[$((i + 6))]}")
+    done
+    ;;
+esac
 
 cleanup() {
-  if [ "$topology" = plain ]; then
-    sb_stop_postgres "$work/pg"
-    redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
-  else
-    # PgBouncer first, so it does not try to reconnect to a Postgres on its way down.
-    sb_stop_pgbouncer "$work/pgbouncer.pid"
-    sb_stop_postgres "$work/pg"
-    sb_stop_redis_tls "$redis_port" "$work/tls/ca.pem" "$work/redis.pid"
-  fi
+  case "$topology" in
+    plain)
+      sb_stop_postgres "$work/pg"
+      redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
+      ;;
+    *)
+      # PgBouncer first, so it does not try to reconnect to a Postgres on its way down.
+      sb_stop_pgbouncer "$work/pgbouncer.pid"
+      sb_stop_postgres "$work/pg"
+      if [ "$topology" = tls-pooler ]; then
+        sb_stop_redis_tls "$redis_port" "$work/tls/ca.pem" "$work/redis.pid"
+      else
+        # By pidfile: nodes that tests killed and restarted included.
+        sb_redis_cluster_stop "$work/redis-cluster"
+      fi
+      ;;
+  esac
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -74,18 +110,23 @@ if [ "$topology" = plain ]; then
   export SB_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres"
   export SB_TEST_DATABASE_DIRECT_URL="$SB_TEST_DATABASE_URL"
   export SB_TEST_REDIS_URL="redis://127.0.0.1:$redis_port"
-  # Left over from a tls-pooler run by hand, these would make tests expect TLS or a pooler.
-  unset SB_TEST_DATABASE_POOLER SB_TEST_TLS_CA SB_TEST_TLS_OTHER_CA
+  # Left over from a tls-pooler or managed run by hand, these would make tests expect TLS, a
+  # pooler or a cluster.
+  unset SB_TEST_DATABASE_POOLER SB_TEST_TLS_CA SB_TEST_TLS_OTHER_CA \
+    SB_TEST_REDIS_CLUSTER_NODES SB_TEST_REDIS_CLUSTER_CTL
 else
-  echo "test services (tls-pooler): postgres 127.0.0.1:$pg_port (TLS)," \
-    "pgbouncer 127.0.0.1:$pgbouncer_port (TLS, transaction pooling)," \
-    "redis 127.0.0.1:$redis_port (TLS only) ($work)"
+  if [ "$topology" = tls-pooler ]; then
+    redis_desc="redis 127.0.0.1:$redis_port (TLS only)"
+  else
+    redis_desc="redis cluster 127.0.0.1:{$(printf '%s\n' "${cluster_nodes[@]%%:*}" | paste -sd,)} (TLS only)"
+  fi
+  echo "test services ($topology): postgres 127.0.0.1:$pg_port (TLS)," \
+    "pgbouncer 127.0.0.1:$pgbouncer_port (TLS, transaction pooling), $redis_desc ($work)"
   sb_make_tls "$work/tls"
   pg_opts="${SB_PG_OPTS:-} $(sb_pg_tls_opts "$work/tls")"
   SB_PG_OPTS=$pg_opts sb_start_postgres "$work/pg" "$pg_port" "$work/pg.log"
   SB_PG_OPTS=$pg_opts sb_write_pg_restart "$work/pg-restart" "$work/pg" "$pg_port" "$work/pg.log"
   sb_start_pgbouncer "$work" "$pgbouncer_port" "$pg_port" "$work/tls"
-  sb_start_redis_tls "$work" "$redis_port" "$work/tls"
 
   tls_query="sslmode=verify-full&sslrootcert=$work/tls/ca.pem"
   export SB_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$pgbouncer_port/postgres?$tls_query"
@@ -93,7 +134,24 @@ else
   export SB_TEST_DATABASE_POOLER=transaction
   export SB_TEST_TLS_CA="$work/tls/ca.pem"
   export SB_TEST_TLS_OTHER_CA="$work/tls/other-ca.pem"
-  export SB_TEST_REDIS_URL="rediss://127.0.0.1:$redis_port"
+  if [ "$topology" = tls-pooler ]; then
+    sb_start_redis_tls "$work" "$redis_port" "$work/tls"
+    export SB_TEST_REDIS_URL="rediss://127.0.0.1:$redis_port"
+    unset SB_TEST_REDIS_CLUSTER_NODES SB_TEST_REDIS_CLUSTER_CTL
+  else
+    sb_redis_cluster_configure "$work/redis-cluster" "$work/tls" "${cluster_nodes[@]}"
+    sb_redis_cluster_start "$work/redis-cluster"
+    sb_write_redis_cluster_ctl "$work/redis-cluster-ctl" "$work/redis-cluster"
+    mapfile -t masters < <(sb_redis_cluster_masters "$work/redis-cluster")
+    [ "${#masters[@]}" = 3 ] || {
+      echo "the test Redis Cluster has ${#masters[@]} masters, not 3" >&2
+      exit 1
+    }
+    export SB_TEST_REDIS_CLUSTER_NODES="rediss://127.0.0.1:${masters[0]},rediss://127.0.0.1:${masters[1]},rediss://127.0.0.1:${masters[2]}"
+    export SB_TEST_REDIS_URL="rediss://127.0.0.1:${masters[0]}"
+    export SB_TEST_REDIS_CLUSTER_CTL="$work/redis-cluster-ctl"
+    echo "test redis cluster: masters ${masters[*]}; control: $SB_TEST_REDIS_CLUSTER_CTL"
+  fi
 fi
 # For tests that take Postgres away under running pods.
 export SB_TEST_PG_DATADIR="$work/pg"
@@ -112,13 +170,13 @@ run_alone() {
   fi
 }
 
-if [ "$topology" = tls-pooler ] && [ "$#" -eq 0 ]; then
+if [ "$topology" != plain ] && [ "$#" -eq 0 ]; then
   status=0
   if command -v cargo-nextest >/dev/null 2>&1; then
     cargo nextest run --no-fail-fast --workspace \
-      -E "test(/$tls_pooler_tests/) and not test(/$alone/)" || status=$?
+      -E "test(/$topology_tests/) and not test(/$alone/)" || status=$?
   else
-    IFS='|' read -r -a filters <<<"$tls_pooler_tests"
+    IFS='|' read -r -a filters <<<"$topology_tests"
     cargo test --no-fail-fast --workspace -- "${filters[@]}" --skip "$alone" || status=$?
   fi
   run_alone || status=$?
