@@ -17,10 +17,9 @@ use redis::{
     Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
     TlsCertificates, Value,
 };
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use switchboard_config::RedisTls;
-use tokio::sync::OnceCell;
 
 /// How long one attempt to reach the cluster may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -70,11 +69,14 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// A cluster connection built on first use and rebuilt on demand until it succeeds.
+/// A cluster connection built on first use and rebuilt on demand until it succeeds, or
+/// after [`LazyCluster::reset`].
 #[derive(Clone)]
 pub struct LazyCluster {
     client: Arc<ClusterClient>,
-    cell: Arc<OnceCell<ClusterConnection>>,
+    conn: Arc<RwLock<Option<ClusterConnection>>>,
+    /// One connect attempt at a time; the others wait for its outcome.
+    connecting: Arc<tokio::sync::Mutex<()>>,
     last_failure: Arc<Mutex<Option<(Instant, String)>>>,
 }
 
@@ -83,15 +85,23 @@ impl LazyCluster {
     pub fn new(client: ClusterClient) -> Self {
         Self {
             client: Arc::new(client),
-            cell: Arc::default(),
+            conn: Arc::default(),
+            connecting: Arc::default(),
             last_failure: Arc::default(),
         }
     }
 
-    /// The cluster connection, connecting first if no attempt succeeded yet.
+    fn current(&self) -> Option<ClusterConnection> {
+        self.conn
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The cluster connection, connecting first if there is none.
     pub async fn get(&self) -> Result<ClusterConnection, RedisError> {
-        if let Some(conn) = self.cell.get() {
-            return Ok(conn.clone());
+        if let Some(conn) = self.current() {
+            return Ok(conn);
         }
         if let Some((at, why)) = &*self
             .last_failure
@@ -102,14 +112,20 @@ impl LazyCluster {
                 return Err(not_reached(why));
             }
         }
-        let attempt = self.cell.get_or_try_init(|| async {
-            match tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_connection()).await {
-                Ok(result) => result,
-                Err(_) => Err(not_reached("no seed node answered in time")),
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(conn) = self.current() {
+            return Ok(conn);
+        }
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_connection());
+        let result = match attempt.await {
+            Ok(result) => result,
+            Err(_) => Err(not_reached("no seed node answered in time")),
+        };
+        match result {
+            Ok(conn) => {
+                *self.conn.write().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+                Ok(conn)
             }
-        });
-        match attempt.await {
-            Ok(conn) => Ok(conn.clone()),
             Err(e) => {
                 *self
                     .last_failure
@@ -119,6 +135,13 @@ impl LazyCluster {
                 Err(e)
             }
         }
+    }
+
+    /// Drops the connection, so the next [`LazyCluster::get`] builds a new one from the
+    /// seeds. For pub/sub after a failover: redis-rs's own re-subscription does not reach
+    /// the promoted master, a new connection's `SSUBSCRIBE` does.
+    pub fn reset(&self) {
+        *self.conn.write().unwrap_or_else(PoisonError::into_inner) = None;
     }
 }
 

@@ -1,8 +1,8 @@
 //! A Redis pub/sub subscription that outlives lost connections: the connection manager
 //! does not carry subscriptions over a reconnect, so every pod component that listens on a
 //! channel goes through this one loop. On a cluster the subscription is sharded
-//! (`SSUBSCRIBE`, matching [`Redis::publish`]'s `SPUBLISH`) and the cluster connection
-//! subscribes again by itself after a failover moves the channel's slot.
+//! (`SSUBSCRIBE`, matching [`Redis::publish`]'s `SPUBLISH`) and a lost node means a new
+//! connection, so the subscription follows a failover to the promoted master.
 
 use crate::{CoordError, Redis, Target};
 use futures::StreamExt;
@@ -83,8 +83,8 @@ async fn single(
 }
 
 /// The cluster variant: one RESP3 cluster connection whose pushes come through a channel.
-/// redis-rs subscribes again after a node is lost or a slot moves; a `Disconnection` push
-/// reports the loss and the next `SSUBSCRIBE` confirmation the return.
+/// A `Disconnection` push ends it; the loop then subscribes on a new connection, which
+/// reaches the channel's master even after a failover promoted another node.
 async fn cluster(
     urls: &[String],
     tls: &RedisTls,
@@ -118,7 +118,6 @@ async fn cluster(
         match conn {
             Ok(_conn) => {
                 on(Notice::Subscribed);
-                let mut lost = false;
                 loop {
                     let push = tokio::select! {
                         () = token.cancelled() => return,
@@ -134,14 +133,9 @@ async fn cluster(
                                     .unwrap_or_default(),
                             ));
                         }
-                        PushKind::Disconnection if !lost => {
-                            lost = true;
-                            on(Notice::Lost);
-                        }
-                        PushKind::SSubscribe if lost => {
-                            lost = false;
-                            on(Notice::Subscribed);
-                        }
+                        // A node went away (a failover, say): subscribe anew on a new
+                        // connection rather than count on the old one's re-subscription.
+                        PushKind::Disconnection => break,
                         _ => {}
                     }
                 }

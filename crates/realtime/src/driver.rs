@@ -15,6 +15,7 @@
 //! subscribes them again on the new master after a failover.
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     FromRedisValue, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisError, Value,
 };
@@ -24,7 +25,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 use switchboard_config::RedisEndpoint;
 use switchboard_coord::LazyCluster;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 type Handlers = Arc<RwLock<HashMap<String, mpsc::Sender<ChanItem>>>>;
 
@@ -36,6 +37,9 @@ const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct PubSubDriver {
     conn: Conn,
     handlers: Handlers,
+    /// Rung when a connection carrying subscriptions is lost, so the watchdog checks (and
+    /// repairs) at once rather than at its next tick.
+    lost: Arc<Notify>,
 }
 
 /// The driver's connection: one server, or a cluster (sharded pub/sub).
@@ -59,9 +63,10 @@ impl PubSubDriver {
     /// connection need it), whatever the URL says.
     pub fn new(endpoint: &RedisEndpoint) -> Result<Self, crate::RealtimeError> {
         let handlers: Handlers = Arc::default();
-        let routes = handlers.clone();
+        let lost = Arc::new(Notify::new());
+        let (routes, on_loss) = (handlers.clone(), lost.clone());
         let push = move |push: PushInfo| {
-            route(&routes, push);
+            route(&routes, &on_loss, push);
             Ok::<(), std::convert::Infallible>(())
         };
         if endpoint.cluster {
@@ -70,6 +75,7 @@ impl PubSubDriver {
             return Ok(Self {
                 conn: Conn::Cluster(LazyCluster::new(client)),
                 handlers,
+                lost,
             });
         }
         let url = endpoint
@@ -93,6 +99,7 @@ impl PubSubDriver {
         Ok(Self {
             conn: Conn::Single(conn),
             handlers,
+            lost,
         })
     }
 
@@ -127,14 +134,30 @@ impl PubSubDriver {
         if channels.is_empty() {
             return Ok(Vec::new());
         }
-        let sub = if self.sharded() {
-            "SHARDNUMSUB"
-        } else {
-            "NUMSUB"
+        let reply: Value = match &self.conn {
+            Conn::Single(conn) => {
+                redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(channels)
+                    .query_async(&mut conn.clone())
+                    .await?
+            }
+            // Asked of the shard that holds the channels (they share the `{sio}` tag): the
+            // client's default for this command asks every node and cannot combine RESP3
+            // maps.
+            Conn::Cluster(lazy) => {
+                let route = Route::with_key(&channels[0], SlotAddr::Master);
+                let mut cmd = redis::cmd("PUBSUB");
+                cmd.arg("SHARDNUMSUB").arg(channels);
+                lazy.get()
+                    .await?
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?
+            }
         };
-        let reply: Value = self
-            .query(redis::cmd("PUBSUB").arg(sub).arg(channels))
-            .await?;
         // A flat array of name, count pairs; a map when a cluster's answers are combined.
         let pairs: Vec<(Value, Value)> = match reply {
             Value::Map(pairs) => pairs,
@@ -189,21 +212,41 @@ impl PubSubDriver {
             .unwrap_or(0))
     }
 
-    /// Subscribes `channels` again, e.g. after the watchdog found them missing.
+    /// Subscribes `channels` again, after the watchdog found them missing. On a cluster
+    /// the connection is built anew first (and `channels` must be all of them): after a
+    /// failover the subscriptions redis-rs re-made on its own connection were not heard on
+    /// the promoted master, while a new connection's are.
     pub async fn resubscribe(&self, channels: &[String]) -> Result<(), RedisError> {
+        match &self.conn {
+            Conn::Single(conn) => conn.clone().subscribe(channels).await,
+            Conn::Cluster(lazy) => {
+                lazy.reset();
+                lazy.get().await?.ssubscribe(channels).await
+            }
+        }
+    }
+
+    /// Subscribes `channels` on the current connection.
+    async fn subscribe_here(&self, channels: &[String]) -> Result<(), RedisError> {
         match &self.conn {
             Conn::Single(conn) => conn.clone().subscribe(channels).await,
             Conn::Cluster(lazy) => lazy.get().await?.ssubscribe(channels).await,
         }
     }
+
+    /// Resolves when a connection carrying subscriptions was lost.
+    pub(crate) async fn lost(&self) {
+        self.lost.notified().await;
+    }
 }
 
 /// Hands a pushed message to the adapter stream waiting on its channel. Runs on the
 /// connection's reader, so it must not block: a full stream drops the message (counted).
-fn route(handlers: &Handlers, push: PushInfo) {
+fn route(handlers: &Handlers, lost: &Notify, push: PushInfo) {
     match push.kind {
         PushKind::Message | PushKind::SMessage => {}
         PushKind::Disconnection => {
+            lost.notify_one();
             metrics::counter!("realtime_pubsub_disconnects_total").increment(1);
             tracing::warn!("realtime pub/sub connection lost; reconnecting");
             return;
@@ -254,7 +297,7 @@ impl Driver for PubSubDriver {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(chan.clone(), tx);
-        let subscribed = self.resubscribe(std::slice::from_ref(&chan));
+        let subscribed = self.subscribe_here(std::slice::from_ref(&chan));
         match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribed).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => subscribe_failed(&chan, &e.to_string()),

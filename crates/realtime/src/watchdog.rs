@@ -20,6 +20,10 @@ use tokio_util::task::TaskTracker;
 
 /// How long one check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the watchdog checks while it repairs after a lost connection.
+const REPAIR_EVERY: Duration = Duration::from_millis(500);
+/// How long after a lost connection it keeps checking that often.
+const REPAIR_FOR: Duration = Duration::from_secs(30);
 
 /// The adapter's health as last checked.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
@@ -152,11 +156,22 @@ pub(crate) fn spawn(
     tracker.spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // After a lost connection, check every REPAIR_EVERY until the subscriptions hold
+        // again (a cluster failover takes a few seconds), then back to the tick.
+        let mut repairing_until: Option<tokio::time::Instant> = None;
         loop {
+            let fast = repairing_until
+                .filter(|until| tokio::time::Instant::now() < *until && !health.get().ok);
             tokio::select! {
                 () = token.cancelled() => break,
-                _ = tick.tick() => check(&driver, &health).await,
+                _ = tick.tick(), if fast.is_none() => {}
+                () = tokio::time::sleep(REPAIR_EVERY), if fast.is_some() => {}
+                () = driver.lost() => {
+                    repairing_until = Some(tokio::time::Instant::now() + REPAIR_FOR);
+                    tokio::time::sleep(REPAIR_EVERY).await;
+                }
             }
+            check(&driver, &health).await;
         }
     });
 }

@@ -81,6 +81,8 @@ impl RedisCluster {
                 "nodes.conf",
             ])
             .args(["--cluster-node-timeout", "1000"])
+            // The bus port defaults to port + 10000, which nobody checked is free.
+            .args(["--cluster-port", &free_port().to_string()])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&node_dir)
@@ -125,11 +127,44 @@ impl RedisCluster {
             .collect()
     }
 
-    /// SIGKILLs a master that serves slots and waits until its replica took over (every
-    /// slot served again); returns the killed port.
+    /// The port of the master serving `key`'s slot.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let live = self.live();
+        let slot: u16 = live
+            .iter()
+            .find_map(|p| cli(*p, &["CLUSTER", "KEYSLOT", key]))
+            .and_then(|s| s.trim().parse().ok())
+            .expect("CLUSTER KEYSLOT");
+        let nodes = live
+            .iter()
+            .find_map(|p| cli(*p, &["CLUSTER", "NODES"]))
+            .expect("CLUSTER NODES");
+        nodes
+            .lines()
+            .filter(|l| l.contains("master") && !l.contains("fail"))
+            .find_map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                let serves = fields.iter().skip(8).any(|range| {
+                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                    matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+                });
+                serves
+                    .then(|| fields.get(1)?.split('@').next()?.rsplit(':').next()?.parse().ok())
+                    .flatten()
+            })
+            .expect("a master serves the slot")
+    }
+
+    /// SIGKILLs the first master and waits until its replica took over (every slot served
+    /// again); returns the killed port.
     pub async fn kill_master(&mut self) -> u16 {
+        let port = *self.masters().first().expect("a master");
+        self.kill(port).await
+    }
+
+    /// SIGKILLs the master on `port` and waits until its replica took over.
+    pub async fn kill(&mut self, port: u16) -> u16 {
         let masters = self.masters();
-        let port = *masters.first().expect("a master");
         if let Some(Some(mut child)) = self.nodes.insert(port, None) {
             let _ = child.kill();
             let _ = child.wait();

@@ -56,8 +56,8 @@ async fn cluster_every_script_and_pipeline_runs_whatever_the_slots() {
 }
 
 #[tokio::test]
-async fn cluster_pub_sub_is_sharded_and_delivers() {
-    let cluster = RedisCluster::start(3, 0).await;
+async fn cluster_pub_sub_is_sharded_and_follows_a_failover() {
+    let mut cluster = RedisCluster::start(3, 1).await;
     let redis = on(&cluster, &random_prefix());
     let channel = redis.key("cluster-test:pushed");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -78,6 +78,30 @@ async fn cluster_pub_sub_is_sharded_and_delivers() {
     let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
     assert!(
         matches!(&got, Ok(Some(Notice::Message(m))) if m == "hello"),
+        "{got:?}"
+    );
+
+    // The channel's master dies: the loop reports the loss, subscribes on the promoted
+    // master, and hears what is published there.
+    cluster.kill(cluster.master_of(&channel)).await;
+    let mut notices = Vec::new();
+    let resubscribed = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(n) = rx.recv().await {
+            let back = matches!(n, Notice::Subscribed);
+            notices.push(format!("{n:?}"));
+            if back {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(resubscribed, Ok(true), "{notices:?}");
+    assert!(notices.iter().any(|n| n == "Lost"), "{notices:?}");
+    assert_eq!(redis.publish(&channel, "again").await.expect("publish"), 1);
+    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(
+        matches!(&got, Ok(Some(Notice::Message(m))) if m == "again"),
         "{got:?}"
     );
     token.cancel();
@@ -303,4 +327,103 @@ async fn cluster_master_failover_under_load_loses_and_doubles_nothing() {
         }
         assert_eq!(status, 200, "ready again after the failover");
     }
+}
+
+#[tokio::test]
+async fn cluster_realtime_survives_the_failover_of_its_shard() {
+    let mut cluster = RedisCluster::start(3, 1).await;
+    let seeds = cluster.seeds();
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let provider = Provider::start().await;
+    let prefix = random_prefix();
+    let a = pod(
+        &db,
+        &prefix,
+        &provider,
+        &agent.uri(),
+        &[
+            ("REDIS_CLUSTER_NODES", seeds.as_str()),
+            ("WORKER_CONCURRENCY", "0"),
+        ],
+    )
+    .await;
+    let b = pod(
+        &db,
+        &prefix,
+        &provider,
+        &agent.uri(),
+        &[("REDIS_CLUSTER_NODES", seeds.as_str())],
+    )
+    .await;
+    let org = org(&db, &b).await;
+    let mut sock = connect_with(&a, &org.token).await;
+    let path = format!("/webhooks/slack/{}", org.conns["slack"]);
+    let webhook = |n: usize| {
+        signing::slack(
+            "slack-signing-secret",
+            &format!("EvShard{n}"),
+            &format!("U{n}"),
+            &format!("1700000300.{n:06}"),
+            &format!("message {n}"),
+        )
+    };
+    assert_eq!(send(&b, &path, &webhook(1)).await.0, 200);
+    let before = sock.take(2).await;
+    assert_eq!(
+        before.len(),
+        2,
+        "events cross pods before the failover: {before:?}"
+    );
+    let first_conversation = before[0].1["conversation_id"].clone();
+
+    // The adapter's channels all carry the `{sio}` tag: kill the master of that shard.
+    let killed = cluster.kill(cluster.master_of("{sio}")).await;
+    // What is published before A subscribes again is lost to its sockets (`GET /events`
+    // fills such gaps); A's watchdog repairs the subscriptions within seconds.
+    let mut adapter = Value::Null;
+    for _ in 0..300 {
+        let ready: Value = a
+            .client
+            .get(a.url("/ready"))
+            .send()
+            .await
+            .expect("ready")
+            .json()
+            .await
+            .expect("json");
+        adapter = ready["realtime"]["adapter"].clone();
+        if adapter["ok"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(adapter["ok"], true, "A's subscriptions are back: {adapter}");
+    let signed = webhook(2);
+    let mut accepted = false;
+    for _ in 0..100 {
+        if send(&b, &path, &signed).await.0 == 200 {
+            accepted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        accepted,
+        "webhooks are accepted after the failover of {killed}"
+    );
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Some((name, data)) = sock.next(Duration::from_secs(1)).await {
+            // Another customer, so another conversation than the first webhook's.
+            let mine = name == "message_created" && data["conversation_id"] != first_conversation;
+            seen.push(name);
+            if mine {
+                sock.close().await;
+                return;
+            }
+        }
+    }
+    panic!("the socket on A never got the event of a webhook B took after the failover: {seen:?}");
 }
