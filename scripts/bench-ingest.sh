@@ -84,6 +84,13 @@ fi
 
 scripts/dev-up.sh >/dev/null
 export SB_SKIP_BUILD=1
+# On the managed topology (SB_TOPOLOGY=managed: TLS Postgres behind PgBouncer, a TLS Redis
+# Cluster) only the whole product is measured: the probes' clean-up and the Node baselines
+# speak to the plain stack's single Redis.
+TOPOLOGY="$(recorded_topology)"
+if [ "$TOPOLOGY" != plain ] && { [ "$WORKERS" != 1 ] || [ "$SIDES" != switchboard ]; }; then
+  die "on the $TOPOLOGY topology run with BENCH_SIDES=switchboard BENCH_WORKERS=1"
+fi
 mkdir -p "$BENCH"
 : >"$OUT"
 psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "${2:-switchboard}" -Atc "$1"; }
@@ -120,11 +127,15 @@ stop_baselines() {
 # The dev stack's Redis keeps an append-only file; its automatic rewrites (a forked
 # redis-server, 15-30 s each once accept-only runs have grown the data) landed in random
 # sides' probes. They are held off for the run and the setting restored after it.
-aof_rewrite=$(redis-cli -p "$REDIS_PORT" config get auto-aof-rewrite-percentage | tail -n 1)
-redis-cli -p "$REDIS_PORT" config set auto-aof-rewrite-percentage 0 >/dev/null
+aof_rewrite=""
+if [ "$TOPOLOGY" = plain ]; then
+  aof_rewrite=$(redis-cli -p "$REDIS_PORT" config get auto-aof-rewrite-percentage | tail -n 1)
+  redis-cli -p "$REDIS_PORT" config set auto-aof-rewrite-percentage 0 >/dev/null
+fi
 cleanup() {
   stop_baselines
-  redis-cli -p "$REDIS_PORT" config set auto-aof-rewrite-percentage "$aof_rewrite" >/dev/null || true
+  [ -z "$aof_rewrite" ] ||
+    redis-cli -p "$REDIS_PORT" config set auto-aof-rewrite-percentage "$aof_rewrite" >/dev/null || true
 }
 trap cleanup EXIT
 stop_baselines
@@ -163,7 +174,7 @@ secret_of() { if [ "$1" = switchboard ]; then echo "$SB_SECRET"; else echo test-
 # The processes that serve a side's webhooks.
 service_of() {
   case $1 in
-    switchboard) echo "switchboard postgres redis-server" ;;
+    switchboard) echo "switchboard postgres redis-server pgbouncer" ;;
     node-durable) echo "node postgres redis-server" ;;
     node-redis) echo "node redis-server" ;;
   esac

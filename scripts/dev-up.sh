@@ -232,7 +232,7 @@ if [ "$use_compose" = 1 ]; then
   # Tells dev-down.sh that the stack is compose's, and which Compose started it.
   printf '%s\n' "${COMPOSE[@]}" >"$DEV/compose"
   wait_lb
-  seed_demo "${compose[@]}" run --rm --no-deps -T migrate
+  seed_demo "${compose[@]}" run --rm --no-deps -T -e APP_ENV=development -e DEMO_MODE=true migrate
   summary "${COMPOSE[*]} -p $COMPOSE_PROJECT -f ${COMPOSE_FILE##*/}"
   exit 0
 fi

@@ -149,7 +149,8 @@ check "the image defaults to APP_ENV=production" test "$env_app" = production
 
 # --- the two-pod stack ------------------------------------------------------------------------
 
-export JWT_SECRET MASTER_ENCRYPTION_KEY SB_LB_PORT SB_POD1_PORT SB_POD2_PORT SB_PORT
+export JWT_SECRET MASTER_ENCRYPTION_KEY SB_LB_PORT SB_POD1_PORT SB_POD2_PORT SB_PORT \
+  SB_POD1_METRICS_PORT SB_POD2_METRICS_PORT SB_METRICS_PORT
 JWT_SECRET="$(head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MASTER_ENCRYPTION_KEY="$(head -c 32 /dev/urandom | base64 -w0)"
 pick_ports() {
@@ -157,6 +158,9 @@ pick_ports() {
   SB_POD1_PORT="$(sb_free_port)"
   SB_POD2_PORT="$(sb_free_port)"
   SB_PORT="$(sb_free_port)"
+  SB_POD1_METRICS_PORT="$(sb_free_port)"
+  SB_POD2_METRICS_PORT="$(sb_free_port)"
+  SB_METRICS_PORT="$(sb_free_port)"
   LB="http://127.0.0.1:$SB_LB_PORT"
 }
 
@@ -189,6 +193,14 @@ wait_http() { # wait_http URL SECONDS
   return 1
 }
 check "the stack is up and the load balancer answers /ready ($(elapsed "$step"))" wait_http "$LB/ready" 60
+# Production serves /metrics on the pods' internal listener only, never through the API port.
+metrics_scraped() {
+  curl -fsS -m 5 "http://127.0.0.1:$SB_POD1_METRICS_PORT/metrics" | grep -q '^http_requests_total' &&
+    curl -fsS -m 5 "http://127.0.0.1:$SB_POD2_METRICS_PORT/metrics" | grep -q '^http_requests_total'
+}
+check "both pods' metrics are scraped on their metrics listener" metrics_scraped
+check "the load balancer does not serve /metrics" \
+  test "$(curl -sS -m 5 -o /dev/null -w '%{http_code}' "$LB/metrics")" = 404
 
 cid() { compose -f "$MULTI" ps -q "$1"; }
 # Both pods back in rotation: HAProxy needs `rise 2` passing checks per pod.
@@ -246,9 +258,9 @@ check "each migration applied exactly once ($migrations_applied rows for $migrat
   test "$migrations_applied" = "$migrations_files"
 
 # 2. Demo data (the same command dev-up uses), a webhook, a socket event.
-compose -f "$MULTI" run --rm --no-deps -T migrate admin seed-demo >"$work/seed.json" 2>"$work/seed.log" ||
+compose -f "$MULTI" run --rm --no-deps -T -e APP_ENV=development -e DEMO_MODE=true migrate admin seed-demo >"$work/seed.json" 2>"$work/seed.log" ||
   { cat "$work/seed.log" >&2; die "seed-demo failed"; }
-compose -f "$MULTI" run --rm --no-deps -T migrate admin seed-demo >"$work/seed2.json" 2>>"$work/seed.log"
+compose -f "$MULTI" run --rm --no-deps -T -e APP_ENV=development -e DEMO_MODE=true migrate admin seed-demo >"$work/seed2.json" 2>>"$work/seed.log"
 check "seed-demo in a container is idempotent (same JSON twice)" cmp -s "$work/seed.json" "$work/seed2.json"
 org="$(json_leaves <"$work/seed.json" | sed -n 's/^org_id=//p')"
 messages_before="$(psql_count "SELECT count(*) FROM messages WHERE org_id = '$org'")"

@@ -62,4 +62,6 @@ pub struct AppStateInner {
     pub alerts: switchboard_flows::alerts::Alerts,
     /// Whether the pod can do its Redis work (scripts, pipelines, worker registration).
     pub redis_work: switchboard_flows::redis_check::RedisWork,
+    /// `/ready`'s last answer, served again for a second.
+    pub ready_cache: crate::http::health::ReadyCache,
 }

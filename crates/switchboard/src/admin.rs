@@ -6,7 +6,7 @@ mod demo;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use switchboard_config::Config;
+use switchboard_config::{AppEnv, Config};
 use switchboard_domain::Role;
 use switchboard_store::{orgs, users};
 use uuid::Uuid;
@@ -97,6 +97,17 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::DeactivateUser { user } => accounts::set_active(&pool, user, false).await?,
         AdminCommand::ReactivateUser { user } => accounts::set_active(&pool, user, true).await?,
         AdminCommand::SeedDemo => {
+            // The demo org has well-known users with printed passwords and demo channel
+            // secrets: it exists only where DEMO_MODE says demos are wanted, never in
+            // production (where DEMO_MODE is refused at start anyway).
+            if config.app_env == AppEnv::Production {
+                bail!(
+                    "seed-demo refuses to run with APP_ENV=production: it creates users whose passwords it prints"
+                );
+            }
+            if !config.demo_mode {
+                bail!("seed-demo needs DEMO_MODE=true (the development default)");
+            }
             let seed = demo::seed(config, &pool).await;
             pool.close().await;
             // Pretty: people read it (and the shell scripts pick values out line by line).

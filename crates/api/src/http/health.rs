@@ -42,6 +42,8 @@ struct Check {
 #[derive(Serialize, ToSchema)]
 struct Readiness {
     status: &'static str,
+    /// When these checks ran: answers within a second of it are served again.
+    checked_at: chrono::DateTime<chrono::Utc>,
     draining: bool,
     checks: BTreeMap<&'static str, Check>,
     realtime: Realtime,
@@ -84,7 +86,33 @@ struct Realtime {
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "Postgres and Redis answer", body = Readiness),
         (status = 503, description = "A dependency is failing, or the pod is draining", body = Readiness)))]
-async fn ready(State(state): State<AppState>) -> impl IntoResponse {
+async fn ready(State(state): State<AppState>) -> axum::response::Response {
+    // Draining answers 503 at once (AA7), never a cached 200.
+    if state.lifecycle.is_draining() {
+        let (status, body) = readiness(&state).await;
+        return (status, axum::Json(body)).into_response();
+    }
+    // Probes come from every load balancer and anyone who finds the URL: the checks run at
+    // most once a second per pod, one probe at a time, and the others get that answer.
+    let mut cached = state.ready_cache.lock().await;
+    if let Some((at, status, body)) = &*cached {
+        if at.elapsed() < READY_CACHE_FOR {
+            return (*status, axum::Json(body.clone())).into_response();
+        }
+    }
+    let (status, body) = readiness(&state).await;
+    *cached = Some((Instant::now(), status, body.clone()));
+    (status, axum::Json(body)).into_response()
+}
+
+/// How long one readiness answer is served again.
+const READY_CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// The last readiness answer and when it was computed.
+pub type ReadyCache = tokio::sync::Mutex<Option<(Instant, StatusCode, serde_json::Value)>>;
+
+/// Runs the checks: the status to answer and the body.
+async fn readiness(state: &AppState) -> (StatusCode, serde_json::Value) {
     let timeout = state.config.ready_timeout();
     let db = state.db.clone();
     // The body says which dependency fails, never the driver's text (hosts, users, paths):
@@ -122,7 +150,7 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         }
     };
     let (postgres, redis, agent, ()) = tokio::join!(postgres, redis, agent, first_work);
-    let redis_work = redis_work(&state);
+    let redis_work = redis_work(state);
     let draining = state.lifecycle.is_draining();
     let ok = postgres.ok && redis.ok && redis_work.ok && !draining;
     let body = Readiness {
@@ -133,6 +161,7 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         } else {
             "unavailable"
         },
+        checked_at: chrono::Utc::now(),
         draining,
         checks: BTreeMap::from([
             ("postgres", postgres),
@@ -141,7 +170,7 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
         ]),
         realtime: Realtime {
             sockets: state.realtime.local_sockets(),
-            adapter: adapter_health(&state),
+            adapter: adapter_health(state),
         },
         agent,
         protection: ProtectionView {
@@ -158,7 +187,10 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, axum::Json(body))
+    (
+        status,
+        serde_json::to_value(body).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 /// The last run of the Redis work check (every script once per hash tag, the workers'

@@ -6,7 +6,7 @@ mod conversations;
 mod dead_letters;
 mod events;
 mod expert_queue;
-mod health;
+pub(crate) mod health;
 mod inbound_events;
 mod members;
 mod openapi;
@@ -85,6 +85,7 @@ pub fn router(state: AppState) -> Router {
                     axum::http::header::AUTHORIZATION,
                     axum::http::header::COOKIE,
                 ]))
+                .layer(axum::middleware::map_request(keep_valid_request_id))
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                     let id = req
@@ -105,6 +106,34 @@ pub fn router(state: AppState) -> Router {
                 .layer(CatchPanicLayer::custom(panic_response)),
         )
         .with_state(state)
+}
+
+/// A client's `X-Request-Id` is kept only when it is one value of 1 to 64 characters of
+/// `[A-Za-z0-9._-]`: it is echoed in the response, logged and stored in audit rows, so the
+/// client must not choose its size or content. Anything else is dropped here and the next
+/// layer generates a fresh id.
+async fn keep_valid_request_id(
+    mut request: Request<axum::body::Body>,
+) -> Request<axum::body::Body> {
+    let headers = request.headers();
+    let mut values = headers.get_all(REQUEST_ID).iter();
+    let keep = match (values.next(), values.next()) {
+        (None, _) => true,
+        (Some(value), None) => valid_request_id(value.as_bytes()),
+        (Some(_), Some(_)) => false,
+    };
+    if !keep {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    request
+}
+
+/// 1 to 64 characters of `[A-Za-z0-9._-]`.
+pub(crate) fn valid_request_id(id: &[u8]) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 async fn not_found() -> ApiError {

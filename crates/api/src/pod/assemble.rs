@@ -150,6 +150,7 @@ impl App {
             protection,
             alerts,
             redis_work,
+            ready_cache: Default::default(),
         });
         crate::metrics::install();
         Ok(App { state })

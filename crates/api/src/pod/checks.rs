@@ -39,6 +39,11 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
         violations.push(e);
         Default::default()
     });
+    let proxies = if production {
+        proxies.warning_on_untrusted()
+    } else {
+        proxies
+    };
     (violations, proxies)
 }
 

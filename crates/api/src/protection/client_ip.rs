@@ -6,10 +6,24 @@
 use axum::http::HeaderMap;
 use ipnet::IpNet;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The configured trusted proxies (`TRUSTED_PROXIES`).
 #[derive(Debug, Clone, Default)]
-pub struct TrustedProxies(Vec<IpNet>);
+pub struct TrustedProxies(Vec<IpNet>, Untrusted);
+
+/// What to do about `X-Forwarded-For` from a peer that is not a trusted proxy. Behind a load
+/// balancer that is the sign of a missing `TRUSTED_PROXIES` (every client then shares the
+/// balancer's rate-limit buckets), so production counts it and says so, once a minute.
+#[derive(Debug, Clone, Default)]
+struct Untrusted {
+    warn: bool,
+    /// Unix seconds of the last warning.
+    last: std::sync::Arc<AtomicU64>,
+}
+
+/// How often the missing-setting warning may repeat.
+const WARN_EVERY_SECS: u64 = 60;
 
 impl TrustedProxies {
     /// Parses a comma-separated list of addresses and CIDR ranges.
@@ -24,7 +38,14 @@ impl TrustedProxies {
                 })?;
             nets.push(net);
         }
-        Ok(Self(nets))
+        Ok(Self(nets, Untrusted::default()))
+    }
+
+    /// The same list, counting and warning (once a minute) about `X-Forwarded-For` from
+    /// peers it does not trust: production's behaviour.
+    pub fn warning_on_untrusted(mut self) -> Self {
+        self.1.warn = true;
+        self
     }
 
     fn trusts(&self, ip: IpAddr) -> bool {
@@ -34,6 +55,9 @@ impl TrustedProxies {
     /// The client address of a request from `peer` with `headers`.
     pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         if !self.trusts(peer) {
+            if self.1.warn && headers.contains_key("x-forwarded-for") {
+                self.untrusted_forwarding(peer);
+            }
             return peer;
         }
         let entries: Vec<&str> = headers
@@ -55,11 +79,41 @@ impl TrustedProxies {
     }
 }
 
+impl TrustedProxies {
+    fn untrusted_forwarding(&self, peer: IpAddr) {
+        metrics::counter!("forwarded_for_untrusted_total").increment(1);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let last = self.1.last.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= WARN_EVERY_SECS
+            && self
+                .1
+                .last
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                %peer,
+                "X-Forwarded-For from a peer that is not in TRUSTED_PROXIES: if a load balancer \
+                 sits in front, add its address, or every client shares its rate limits"
+            );
+        }
+    }
+}
+
 fn parse_entry(entry: &str) -> Option<IpAddr> {
     entry
         .parse::<IpAddr>()
         .ok()
         .or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
+}
+
+#[cfg(test)]
+impl TrustedProxies {
+    fn last_warning(&self) -> u64 {
+        self.1.last.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -91,5 +145,24 @@ mod tests {
             "203.0.113.9".parse::<IpAddr>().expect("ip")
         );
         assert!(TrustedProxies::parse("not-an-ip").is_err());
+    }
+
+    #[test]
+    fn forwarding_from_an_untrusted_peer_is_noticed_once_a_minute_in_production() {
+        let proxies = TrustedProxies::parse("")
+            .expect("parses")
+            .warning_on_untrusted();
+        let lb: IpAddr = "10.1.2.3".parse().expect("ip");
+        let h = headers(&["203.0.113.9"]);
+        assert_eq!(proxies.last_warning(), 0);
+        assert_eq!(proxies.client_ip(lb, &h), lb, "still not believed");
+        let first = proxies.last_warning();
+        assert!(first > 0, "warned");
+        proxies.client_ip(lb, &h);
+        assert_eq!(proxies.last_warning(), first, "not again within the minute");
+        // Without the production flag nothing is noticed.
+        let quiet = TrustedProxies::parse("").expect("parses");
+        quiet.client_ip(lb, &h);
+        assert_eq!(quiet.last_warning(), 0);
     }
 }

@@ -11,7 +11,9 @@ async fn ready_turns_503_naming_redis_when_redis_stops_and_recovers() {
     let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
     assert_eq!(r.status(), 200);
 
+    // The answer above is served again for up to a second; the next one runs the checks.
     redis.stop();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let started = Instant::now();
     let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
     assert!(
@@ -118,4 +120,33 @@ async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
         "the dead session is checked and replaced: {body}"
     );
     assert_eq!(body["checks"]["postgres"]["ok"], true, "{body}");
+}
+
+#[tokio::test]
+async fn ready_runs_its_checks_at_most_once_a_second() {
+    let (pod, _db) = TestPod::single().await;
+    let probe = || async {
+        let body: Value = pod
+            .client
+            .get(pod.url("/ready"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["checked_at"].as_str().unwrap().to_owned()
+    };
+    let first = probe().await;
+    // A burst within the second gets that same answer (or, past the second, one more run).
+    let burst = futures::future::join_all((0..20).map(|_| probe())).await;
+    let runs: std::collections::BTreeSet<&String> =
+        std::iter::once(&first).chain(burst.iter()).collect();
+    assert!(runs.len() <= 2, "{runs:?}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let later = probe().await;
+    assert!(
+        !runs.contains(&later),
+        "a new run after the second: {later}"
+    );
 }

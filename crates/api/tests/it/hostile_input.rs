@@ -276,3 +276,68 @@ async fn unauthenticated_webhooks_cost_nothing_shared() {
         200
     );
 }
+
+/// A client's `X-Request-Id` is kept only when short and plain: a long or odd one is replaced
+/// by a generated id in the response, the logs and the audit row.
+#[tokio::test]
+async fn request_ids_are_kept_only_when_short_and_plain() {
+    let (p, db) = TestPod::single().await;
+    let login = |id: String| {
+        p.client
+            .post(p.url("/auth/login"))
+            .header("x-request-id", id)
+            .json(
+                &serde_json::json!({"email": "nobody@example.test", "password": "wrong password"}),
+            )
+            .send()
+    };
+    let echoed = |r: &reqwest::Response| {
+        r.headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let plain = "req-1.A_b";
+    let r = login(plain.to_owned()).await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(echoed(&r), plain);
+    let long = "a".repeat(10_000);
+    for hostile in [
+        long.clone(),
+        "a".repeat(65),
+        "two words".into(),
+        "a/b".into(),
+        "é".into(),
+    ] {
+        let r = login(hostile.clone()).await.unwrap();
+        assert_eq!(r.status(), 401);
+        let id = echoed(&r);
+        assert_ne!(id, hostile);
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "a generated id: {id}");
+    }
+    // Two values are not one id either.
+    let r = p
+        .client
+        .post(p.url("/auth/login"))
+        .header("x-request-id", "one")
+        .header("x-request-id", "two")
+        .json(&serde_json::json!({"email": "nobody@example.test", "password": "wrong password"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(uuid::Uuid::parse_str(&echoed(&r)).is_ok());
+    assert_eq!(
+        db.count("SELECT count(*) FROM audit_log WHERE length(request_id) > 64")
+            .await,
+        0
+    );
+    assert_eq!(
+        db.count(&format!(
+            "SELECT count(*) FROM audit_log WHERE request_id = '{plain}'"
+        ))
+        .await,
+        1,
+        "the plain id is what the audit row names"
+    );
+}

@@ -126,7 +126,23 @@ async fn bad_admin_input_fails_and_writes_nothing() {
 async fn seed_demo_is_idempotent_and_its_values_work() {
     let db = TestDb::fresh().await;
     let prefix = random_prefix();
-    let vars = pod_env(&db, &redis_url(), &prefix);
+    let mut vars = pod_env(&db, &redis_url(), &prefix);
+
+    // Refused in production and without DEMO_MODE, with nothing written.
+    let mut production = vars.clone();
+    production.insert("APP_ENV".into(), "production".into());
+    production.insert("DEMO_MODE".into(), "true".into());
+    let out = run(&production, &["admin", "seed-demo"]);
+    assert!(!out.status.success());
+    let out = run(&vars, &["admin", "seed-demo"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DEMO_MODE=true"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(db.count("SELECT count(*) FROM orgs").await, 0);
+    vars.insert("DEMO_MODE".into(), "true".into());
 
     let seed = |vars| {
         let out = run(vars, &["admin", "seed-demo"]);
