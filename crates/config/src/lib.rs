@@ -335,7 +335,9 @@ pub const SCHEDULED_JOBS: &[&str] = &[
 pub const RATE_LIMIT_POLICIES: &[&str] = &[
     "default",
     "login_ip",
+    "login_failures",
     "login_email",
+    "webhook_unverified",
     "webhook_slack",
     "webhook_whatsapp",
     "webhook_telegram",

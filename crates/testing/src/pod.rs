@@ -30,6 +30,15 @@ impl TestPod {
         (pod, db)
     }
 
+    /// [`TestPod::single`] with extra or changed environment variables.
+    pub async fn single_with(
+        tweak: impl FnOnce(&mut HashMap<String, String>),
+    ) -> (TestPod, TestDb) {
+        let db = TestDb::fresh().await;
+        let pod = Self::start_with(&db, &redis_url(), &random_prefix(), tweak).await;
+        (pod, db)
+    }
+
     /// A pod with extra or changed environment variables.
     pub async fn start_with(
         db: &TestDb,

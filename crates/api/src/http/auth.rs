@@ -19,6 +19,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::sync::LazyLock;
+use std::time::Duration;
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::users::{self, Membership, User};
@@ -65,9 +66,23 @@ async fn login(
     RequestId(request_id): RequestId,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    Json(body): Json<LoginRequest>,
+    body: Result<Json<LoginRequest>, ApiError>,
 ) -> ApiResult<Response> {
-    // No address is longer (RFC 5321); refused before anything is hashed, counted or looked up.
+    let limiter = &state.protection.limiter;
+    let ip = crate::protection::client_ip_of(
+        &state.protection.proxies,
+        peer.map(|Extension(ConnectInfo(p))| p),
+        &headers,
+    );
+    let address = crate::protection::address_key(ip);
+    // Every attempt counts against the address, a body that does not parse too.
+    if let Some(verdict) = limiter.check("login_ip", &address).await
+        && !verdict.allowed
+    {
+        return Ok(crate::protection::too_many(&verdict));
+    }
+    let Json(body) = body?;
+    // No address is longer (RFC 5321); refused before anything is hashed or looked up.
     if body.email.len() > MAX_EMAIL_LEN {
         return Err(ApiError::bad_request(
             "email_too_long",
@@ -79,23 +94,34 @@ async fn login(
         return Err(ApiError::validation("email and password are required"));
     }
     let email_sha256 = hex::encode(Sha256::digest(email.as_bytes()));
-    // Per address and per email (the key holds a hash of the address, never the text anyone
-    // typed); shared across pods, per pod while Redis is away, so login keeps working.
-    let ip = crate::protection::client_ip_of(
-        &state.protection.proxies,
-        peer.map(|Extension(ConnectInfo(p))| p),
-        &headers,
-    );
-    for (policy, subject) in [
-        ("login_ip", ip.to_string()),
-        ("login_email", email_sha256.clone()),
-    ] {
-        if let Some(verdict) = state.protection.limiter.check(policy, &subject).await
-            && !verdict.allowed
-        {
-            return Ok(crate::protection::too_many(&verdict));
-        }
+    // Failures are what count, charged once the password was checked (keys hold a hash of
+    // the email, never the text anyone typed): per email and address, so another address
+    // hammering an email never locks its owner out, and per email alone, looser, only for
+    // addresses that have been failing themselves.
+    let pair = format!("{email_sha256}:{address}");
+    if let Some(verdict) = limiter.peek("login_failures", &pair).await
+        && !verdict.allowed
+    {
+        return Ok(crate::protection::too_many(&verdict));
     }
+    let failing_key = state.redis.key(&format!("login:failing:{address}"));
+    if address_is_failing(&state.redis, &failing_key).await
+        && let Some(verdict) = limiter.peek("login_email", &email_sha256).await
+        && !verdict.allowed
+    {
+        return Ok(crate::protection::too_many(&verdict));
+    }
+    // Password hashing is the expensive part: at most one per core at a time, a short wait
+    // for a turn, then 503 rather than a queue that grows with the attack.
+    let Ok(Ok(_turn)) = tokio::time::timeout(HASHING_WAIT, HASHING.acquire()).await else {
+        metrics::counter!("backpressure_refusals_total", "reason" => "password_hashing")
+            .increment(1);
+        return Err(ApiError::unavailable(
+            "backpressure",
+            "too many logins at once; retry in a moment",
+        )
+        .with_retry_after(Duration::from_secs(1)));
+    };
 
     let found = users::find_for_login(&state.db, &email).await?;
     let password = body.password;
@@ -150,14 +176,14 @@ async fn login(
         ));
     }
     let Some(record) = record.filter(|_| ok) else {
+        limiter.charge("login_failures", &pair).await;
+        limiter.charge("login_email", &email_sha256).await;
+        mark_failing(&state.redis, &failing_key).await;
         return Err(ApiError::unauthorized("invalid email or password"));
     };
-    // A successful login clears the per-email count; losing this reset only delays it.
-    state
-        .protection
-        .limiter
-        .reset("login_email", &email_sha256)
-        .await;
+    // A successful login clears this address's failures for the email (not the email's own
+    // count, which other addresses' failures fill); losing this reset only delays it.
+    limiter.reset("login_failures", &pair).await;
     let (token, expires_at) = state
         .jwt
         .issue(record.user.id, record.token_version)
@@ -168,6 +194,39 @@ async fn login(
         user: record.user,
     })
     .into_response())
+}
+
+/// Password hashes computed at once: one per core.
+static HASHING: LazyLock<tokio::sync::Semaphore> = LazyLock::new(|| {
+    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from))
+});
+/// How long a login waits for a hashing turn before it is refused.
+const HASHING_WAIT: Duration = Duration::from_secs(1);
+/// How long an address counts as failing after its last failed login (the failure
+/// window of `login_failures` by default).
+const FAILING_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// Whether the address failed a login recently. Redis away: no (the per-pod fallback of
+/// the other limits still holds).
+async fn address_is_failing(redis: &switchboard_coord::Redis, key: &str) -> bool {
+    let exists: Result<bool, _> = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(&mut redis.conn())
+        .await;
+    exists.unwrap_or(false)
+}
+
+async fn mark_failing(redis: &switchboard_coord::Redis, key: &str) {
+    let set: Result<(), _> = redis::cmd("SET")
+        .arg(key)
+        .arg(1)
+        .arg("EX")
+        .arg(FAILING_FOR.as_secs())
+        .query_async(&mut redis.conn())
+        .await;
+    if let Err(e) = set {
+        tracing::debug!(error = %e, "could not mark an address as failing logins");
+    }
 }
 
 #[derive(Serialize, ToSchema)]

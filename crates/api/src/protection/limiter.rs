@@ -63,6 +63,10 @@ struct Inner {
     local: Mutex<HashMap<String, u64>>,
     /// Keys with a Redis call in flight, and the requests waiting to go in the next one.
     waiting: Mutex<HashMap<String, Vec<oneshot::Sender<Msg>>>>,
+    /// Keys this pod saw refused, and until when (µs since `started`): a subject over a
+    /// limit that is charged after the fact (see [`RateLimiter::blocked`]) is refused here
+    /// without a Redis call until its refusal runs out.
+    refused: Mutex<HashMap<String, u64>>,
 }
 
 /// What a waiting request is told.
@@ -110,6 +114,7 @@ impl RateLimiter {
             alerted: AtomicBool::new(false),
             local: Mutex::new(HashMap::new()),
             waiting: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -161,6 +166,109 @@ impl RateLimiter {
             remaining: decision.remaining,
             retry_after: decision.retry_after,
         })
+    }
+
+    /// Counts one request of `subject` against `policy` like [`RateLimiter::check`], and
+    /// when that refuses, remembers on this pod until when, so [`RateLimiter::blocked`]
+    /// refuses the subject's next requests without asking Redis. For limits charged after
+    /// the request showed it is the subject's to pay for (failed webhooks, failed logins).
+    pub async fn charge(&self, policy: &'static str, subject: &str) -> Option<Verdict> {
+        let verdict = self.check(policy, subject).await?;
+        if !verdict.allowed {
+            let key = self.key(policy, subject)?;
+            let until =
+                self.now_us() + u64::try_from(verdict.retry_after.as_micros()).unwrap_or(u64::MAX);
+            let mut refused = self
+                .0
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if refused.len() >= LOCAL_MAX_KEYS {
+                let now = self.now_us();
+                refused.retain(|_, until| *until > now);
+            }
+            if refused.len() < LOCAL_MAX_KEYS {
+                refused.insert(key, until);
+            }
+        }
+        Some(verdict)
+    }
+
+    /// The refusal this pod remembers for `subject` under `policy` (see
+    /// [`RateLimiter::charge`]), if it still runs. No Redis call.
+    pub fn blocked(&self, policy: &'static str, subject: &str) -> Option<Verdict> {
+        let p = self.0.policies.get(policy)?;
+        if p.shadow {
+            return None;
+        }
+        let key = self.key(policy, subject)?;
+        let now = self.now_us();
+        let until = *self
+            .0
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)?;
+        (until > now).then(|| Verdict {
+            policy,
+            limit: p.spec.limit,
+            allowed: false,
+            enforced: true,
+            remaining: 0,
+            retry_after: Duration::from_micros(until - now),
+        })
+    }
+
+    /// Whether one more request of `subject` would be allowed under `policy`, without
+    /// counting it; `None` when the policy is off. Redis unreachable: this pod's table.
+    pub async fn peek(&self, policy: &'static str, subject: &str) -> Option<Verdict> {
+        let p = self.0.policies.get(policy)?;
+        let key = self.key(policy, subject)?;
+        let down_until = self.0.down_until_us.load(Ordering::Relaxed);
+        let shared = if down_until != 0 && self.now_us() < down_until {
+            None
+        } else {
+            let call = gcra::peek(&self.0.redis, &key, p.spec.limit, p.spec.period);
+            tokio::time::timeout(self.0.redis_timeout, call)
+                .await
+                .ok()
+                .and_then(Result::ok)
+        };
+        let decision = shared.unwrap_or_else(|| self.local_peek(p, &key));
+        Some(Verdict {
+            policy,
+            limit: p.spec.limit,
+            allowed: decision.allowed || p.shadow,
+            enforced: !p.shadow,
+            remaining: decision.remaining,
+            retry_after: decision.retry_after,
+        })
+    }
+
+    /// Gives back one request of `subject` counted under `policy` (it turned out not to
+    /// be the subject's to pay for); best effort.
+    pub async fn refund(&self, policy: &'static str, subject: &str) {
+        let Some(p) = self.0.policies.get(policy) else {
+            return;
+        };
+        let Some(key) = self.key(policy, subject) else {
+            return;
+        };
+        let interval =
+            gcra::interval_us((p.spec.limit / self.0.expected_pods).max(1), p.spec.period);
+        if let Some(tat) = self
+            .0
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(&key)
+        {
+            *tat = tat.saturating_sub(interval);
+        }
+        let call = gcra::refund(&self.0.redis, &key, p.spec.limit, p.spec.period, 1);
+        if let Ok(Err(e)) = tokio::time::timeout(self.0.redis_timeout, call).await {
+            tracing::debug!(error = %e, "could not refund a rate limit");
+        }
     }
 
     /// Forgets `subject`'s state under `policy` (e.g. the per-email login limit after a
@@ -286,6 +394,30 @@ impl RateLimiter {
         match cell(0) {
             Some(d) => Ok(d),
             None => Err(outcome.err().flatten()),
+        }
+    }
+
+    /// [`RateLimiter::local`] without counting.
+    fn local_peek(&self, p: &Policy, key: &str) -> gcra::Decision {
+        let limit = (p.spec.limit / self.0.expected_pods).max(1);
+        let interval = gcra::interval_us(limit, p.spec.period);
+        let period = interval.saturating_mul(limit);
+        let now = self.now_us();
+        let table = self.0.local.lock().unwrap_or_else(PoisonError::into_inner);
+        let tat = table.get(key).copied().unwrap_or(now).max(now);
+        let ahead = tat + interval - now;
+        if ahead > period {
+            gcra::Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after: Duration::from_micros(ahead - period),
+            }
+        } else {
+            gcra::Decision {
+                allowed: true,
+                remaining: (period - ahead) / interval + 1,
+                retry_after: Duration::ZERO,
+            }
         }
     }
 

@@ -7,11 +7,14 @@
 //!      └ 503 backpressure       └ 503 backpressure       └ 429 rate_limit
 //! ```
 //!
-//! Route groups: `/webhooks/{channel}/{id}` per connection (`webhook_{channel}`),
-//! `/socket.io/` per client address (`socket`), `POST /auth/login` in its handler (per
-//! address and per email, after the email's length check: a 254+ character address is a
-//! 400 before any limit or hash is touched), everything else per client address
-//! (`default`).
+//! Route groups: `/webhooks/{channel}/{id}` per connection (`webhook_{channel}`), counted
+//! only for webhooks that verify: one that fails verification, names no connection or does
+//! not parse is given back to the connection and counted against the sender's address
+//! (`webhook_unverified`, low), and an address over that limit is refused by every pod that
+//! saw it refused without a Redis call; `/socket.io/` per client address (`socket`);
+//! `POST /auth/login` in its handler (every attempt per address, failures per email and
+//! address, and per email alone for addresses that have been failing); everything else per
+//! client address (`default`). Addresses are keyed whole for IPv4 and by /64 for IPv6.
 
 pub mod backpressure;
 pub mod client_ip;
@@ -20,7 +23,7 @@ pub mod limiter;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use backpressure::{Backpressure, Shed};
@@ -86,6 +89,21 @@ fn shed(reason: Shed) -> Response {
         .into_response()
 }
 
+/// The key a client address is limited under: an IPv4 address itself, an IPv6 address's
+/// /64 (one subscriber gets a whole /64, so a per-address key would give one client 2^64).
+pub fn address_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
 /// The route group's policy and subject, or `None` for routes limited elsewhere (login) or
 /// not at all.
 fn policy_of(path: &str, ip: IpAddr) -> Option<(&'static str, String)> {
@@ -93,7 +111,7 @@ fn policy_of(path: &str, ip: IpAddr) -> Option<(&'static str, String)> {
         return None;
     }
     if path.starts_with("/socket.io") {
-        return Some(("socket", ip.to_string()));
+        return Some(("socket", address_key(ip)));
     }
     if let Some(rest) = path.strip_prefix("/webhooks/") {
         let mut parts = rest.split('/');
@@ -104,13 +122,24 @@ fn policy_of(path: &str, ip: IpAddr) -> Option<(&'static str, String)> {
             Some("email") => Some("webhook_email"),
             _ => None,
         };
-        // Per connection; ids that cannot be one (answered 404 anyway) fall to the address.
+        // Per connection. A path that cannot name one is answered 404 and charged to the
+        // sender's address as an unverified webhook (see `protect`).
         let id = parts.next().and_then(|id| id.parse::<uuid::Uuid>().ok());
         if let (Some(policy), Some(id), None) = (policy, id, parts.next()) {
             return Some((policy, id.to_string()));
         }
+        return None;
     }
-    Some(("default", ip.to_string()))
+    Some(("default", address_key(ip)))
+}
+
+/// A webhook answered this did not show it came from the connection's provider: a failed
+/// signature, an unknown connection, a body that does not parse or is too large.
+fn unverified(status: StatusCode) -> bool {
+    matches!(
+        status.as_u16(),
+        400 | 401 | 403 | 404 | 405 | 411 | 413 | 415 | 422
+    )
 }
 
 /// The middleware.
@@ -127,8 +156,18 @@ pub async fn protect(State(state): State<AppState>, request: Request, next: Next
     if let Some(reason) = protection.pressure.by_depth(request.method(), path) {
         return shed(reason);
     }
-    let verdict = match policy_of(path, client_ip(&protection.proxies, &request)) {
-        Some((policy, subject)) => protection.limiter.check(policy, &subject).await,
+    let ip = client_ip(&protection.proxies, &request);
+    // Webhooks: an address whose unverified webhooks went over their limit is refused here,
+    // from this pod's memory, before any Redis call or Postgres lookup. Providers send every
+    // tenant's genuine webhooks from a few shared addresses, so those never count per address.
+    let webhook = path.starts_with("/webhooks/");
+    let address = address_key(ip);
+    if webhook && let Some(v) = protection.limiter.blocked(UNVERIFIED, &address) {
+        return too_many(&v);
+    }
+    let policy = policy_of(path, ip);
+    let verdict = match &policy {
+        Some((policy, subject)) => protection.limiter.check(policy, subject).await,
         None => None,
     };
     if let Some(v) = &verdict
@@ -137,8 +176,19 @@ pub async fn protect(State(state): State<AppState>, request: Request, next: Next
         return too_many(v);
     }
     let mut response = next.run(request).await;
+    if webhook && unverified(response.status()) {
+        // Not the connection's to pay for: its allowance goes back, the sender's address pays.
+        if let Some((policy, subject)) = &policy {
+            protection.limiter.refund(policy, subject).await;
+        }
+        protection.limiter.charge(UNVERIFIED, &address).await;
+        return response;
+    }
     if let Some(v) = verdict.filter(|v| v.enforced) {
         add_headers(&mut response, &v);
     }
     response
 }
+
+/// The per-address policy of webhooks that fail verification.
+const UNVERIFIED: &str = "webhook_unverified";

@@ -1,6 +1,7 @@
 //! Integration tests of the HTTP surface against real Postgres and Redis.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod abuse;
 mod auth;
 mod cluster;
 mod connections;

@@ -1,0 +1,207 @@
+//! One client's abuse does not reach another: each scenario runs from an attacking address
+//! and an honest one (told apart by `X-Forwarded-For` from a trusted proxy, as behind the
+//! load balancer), and checks what each got.
+
+use crate::inbound_support::{agent, connections, pod_with};
+use serde_json::json;
+use switchboard_domain::Role;
+use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member, signing};
+
+const ATTACKER: &str = "203.0.113.66";
+const HONEST: &str = "198.51.100.7";
+
+async fn login_from(pod: &TestPod, from: &str, email: &str, password: &str) -> u16 {
+    pod.client
+        .post(pod.url("/auth/login"))
+        .header("x-forwarded-for", from)
+        .json(&json!({"email": email, "password": password}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn post_from(pod: &TestPod, from: &str, path: &str, signed: &signing::Signed) -> u16 {
+    let mut request = pod
+        .client
+        .post(pod.url(path))
+        .header("x-forwarded-for", from)
+        .body(signed.body.clone());
+    for (name, value) in &signed.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn wrong_passwords_from_one_address_never_lock_the_owner_out_elsewhere() {
+    let db = TestDb::fresh().await;
+    let pod = TestPod::start_with(&db, &redis_url(), &random_prefix(), |v| {
+        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
+    })
+    .await;
+    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
+    let mut attacker = Vec::new();
+    for _ in 0..14 {
+        attacker.push(login_from(&pod, ATTACKER, &email, "not the password").await);
+    }
+    // 10 failures per email and address, then refused early.
+    assert_eq!(
+        attacker.iter().filter(|s| **s == 401).count(),
+        10,
+        "{attacker:?}"
+    );
+    assert_eq!(
+        attacker.iter().filter(|s| **s == 429).count(),
+        4,
+        "{attacker:?}"
+    );
+    // The owner, from another address, logs in at once.
+    assert_eq!(login_from(&pod, HONEST, &email, &password).await, 200);
+    // The attacker's address is refused even with the right password, until its window
+    // passes (the honest address's success does not reset another address's failures).
+    assert_eq!(login_from(&pod, ATTACKER, &email, &password).await, 429);
+}
+
+#[tokio::test]
+async fn login_bodies_that_do_not_parse_count_against_the_address() {
+    let db = TestDb::fresh().await;
+    let pod = TestPod::start_with(&db, &redis_url(), &random_prefix(), |v| {
+        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
+        v.insert("RATE_LIMIT_LOGIN_IP".into(), "5/min".into());
+    })
+    .await;
+    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
+    for _ in 0..5 {
+        let status = pod
+            .client
+            .post(pod.url("/auth/login"))
+            .header("x-forwarded-for", ATTACKER)
+            .header("content-type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 400);
+    }
+    assert_eq!(login_from(&pod, ATTACKER, &email, &password).await, 429);
+    assert_eq!(login_from(&pod, HONEST, &email, &password).await, 200);
+}
+
+#[tokio::test]
+async fn forged_webhooks_cost_the_forger_not_the_channel() {
+    let db = TestDb::fresh().await;
+    let agent = agent().await;
+    let pod = pod_with(
+        &db,
+        &redis_url(),
+        &random_prefix(),
+        &agent.uri(),
+        &[
+            ("TRUSTED_PROXIES", "127.0.0.1"),
+            // A small allowance, so forged requests would use it up if they counted.
+            ("RATE_LIMIT_WEBHOOK_SLACK", "30/min"),
+            ("WORKER_CONCURRENCY", "0"),
+        ],
+    )
+    .await;
+    let (_, conns) = connections(&db, &pod).await;
+    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let genuine = |n: usize| {
+        signing::slack(
+            "slack-signing-secret",
+            &format!("EvGenuine{n}"),
+            "U1",
+            &format!("1700000400.{n:06}"),
+            "hello",
+        )
+    };
+    let mut forged = genuine(0);
+    forged
+        .headers
+        .retain(|(name, _)| !name.eq_ignore_ascii_case("x-slack-signature"));
+    forged
+        .headers
+        .push(("x-slack-signature".into(), format!("v0={}", "0".repeat(64))));
+
+    let mut attacker = Vec::new();
+    for _ in 0..80 {
+        attacker.push(post_from(&pod, ATTACKER, &path, &forged).await);
+    }
+    // 60 a minute: the burst, then refused early, one more a second as the limit refills.
+    assert!(attacker[..60].iter().all(|s| *s == 401), "{attacker:?}");
+    let answered = attacker.iter().filter(|s| **s == 401).count();
+    assert!(answered <= 66, "{attacker:?}");
+    assert_eq!(
+        answered + attacker.iter().filter(|s| **s == 429).count(),
+        80,
+        "{attacker:?}"
+    );
+    // The provider's genuine deliveries still fit the connection's whole allowance.
+    for n in 1..=25 {
+        assert_eq!(
+            post_from(&pod, HONEST, &path, &genuine(n)).await,
+            200,
+            "genuine {n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn invented_connection_ids_are_cut_off_per_address() {
+    let (pod, _db) = TestPod::single_with(|v| {
+        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
+    })
+    .await;
+    let body = signing::Signed {
+        body: b"{}".to_vec(),
+        headers: vec![("content-type".into(), "application/json".into())],
+    };
+    let mut attacker = Vec::new();
+    for _ in 0..70 {
+        let path = format!("/webhooks/telegram/{}", uuid::Uuid::new_v4());
+        attacker.push(post_from(&pod, ATTACKER, &path, &body).await);
+    }
+    assert!(attacker[..60].iter().all(|s| *s == 404), "{attacker:?}");
+    let answered = attacker.iter().filter(|s| **s == 404).count();
+    assert!(answered <= 66, "{attacker:?}");
+    assert_eq!(
+        answered + attacker.iter().filter(|s| **s == 429).count(),
+        70,
+        "{attacker:?}"
+    );
+    // Another address is not affected.
+    let path = format!("/webhooks/telegram/{}", uuid::Uuid::new_v4());
+    assert_eq!(post_from(&pod, HONEST, &path, &body).await, 404);
+}
+
+#[tokio::test]
+async fn ipv6_clients_share_their_slash_64() {
+    let (pod, _db) = TestPod::single_with(|v| {
+        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
+        v.insert("RATE_LIMIT_DEFAULT".into(), "10/min".into());
+    })
+    .await;
+    let get = |from: String| {
+        let pod = &pod;
+        async move {
+            pod.client
+                .get(pod.url("/auth/me"))
+                .header("x-forwarded-for", from)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    // Ten addresses of one /64 use up one bucket; the eleventh is refused.
+    for i in 1..=10 {
+        assert_eq!(get(format!("2001:db8:1:2::{i:x}")).await, 401);
+    }
+    assert_eq!(get("2001:db8:1:2:ffff::1".into()).await, 429);
+    // The next /64 is another client.
+    assert_eq!(get("2001:db8:1:3::1".into()).await, 401);
+}
