@@ -45,9 +45,11 @@ set -euo pipefail
 cd "$ROOT"
 
 SOCKET_COUNTS="${BENCH_SOCKETS:-1000 5000 10000}"
-# One client address opens every socket: the per-address socket limit would refuse most of
-# them. The pods this script (re)starts inherit it.
+# One client address (and a few users) opens every socket: the per-address handshake rate
+# limit and the per-user and per-address socket caps would refuse most of them. The pods
+# this script (re)starts inherit these.
 export RATE_LIMIT_SOCKET="${RATE_LIMIT_SOCKET:-off}"
+export SOCKETS_PER_USER="${SOCKETS_PER_USER:-0}" SOCKETS_PER_ADDRESS="${SOCKETS_PER_ADDRESS:-0}"
 EVENTS="${BENCH_EVENTS:-200}"
 RATE="${BENCH_RATE:-2}"
 TARGET="${BENCH_WEBHOOK_TARGET:-pod-2}"

@@ -233,6 +233,11 @@ pub struct Config {
     /// (a pod that died right after its commit); a commit on this pod wakes it at once
     /// (`RELAY_POLL_MS`).
     pub relay_poll_ms: u64,
+    /// Sockets one user may hold on one pod at once (`SOCKETS_PER_USER`; 0: no cap).
+    pub sockets_per_user: u32,
+    /// Sockets one client address (an IPv6 client's /64) may hold on one pod at once
+    /// (`SOCKETS_PER_ADDRESS`; 0: no cap).
+    pub sockets_per_address: u32,
     /// How long an `Idempotency-Key` and its stored response are kept (`IDEMPOTENCY_TTL_HOURS`,
     /// at least 24).
     pub idempotency_ttl_hours: u64,

@@ -116,6 +116,10 @@ pub(crate) enum Refusal {
     Unavailable,
     #[error("this server is shutting down; connect again")]
     ShuttingDown,
+    #[error("too many open connections for this user; close one and connect again")]
+    TooManyForUser,
+    #[error("too many open connections from this address; close one and connect again")]
+    TooManyForAddress,
 }
 
 /// What the handshake needs: the token check, Postgres for the user's standing, the
@@ -125,6 +129,7 @@ pub(crate) struct Gate {
     pub(crate) verify: TokenVerifier,
     pub(crate) tracker: TaskTracker,
     pub(crate) hold: HoldPoint,
+    pub(crate) caps: crate::caps::SocketCaps,
 }
 
 impl Gate {
@@ -147,6 +152,19 @@ impl Gate {
             TokenError::Invalid => Refusal::Invalid,
         })?;
         let user_id = claims.user_id;
+        // Counted before any database read: a client over its cap costs nothing more.
+        let address = socket
+            .req_parts()
+            .extensions
+            .get::<crate::caps::ClientAddress>()
+            .map(|a| a.0.clone());
+        let ticket = self
+            .caps
+            .take(user_id, address.as_deref())
+            .map_err(|full| match full {
+                crate::caps::Full::User => Refusal::TooManyForUser,
+                crate::caps::Full::Address => Refusal::TooManyForAddress,
+            })?;
         let memberships = self.memberships(&claims).await?;
         if memberships.is_empty() {
             return Err(Refusal::NoOrg);
@@ -173,6 +191,8 @@ impl Gate {
             memberships: memberships.into(),
         });
         self.close_at_expiry(socket, claims.expires_at);
+        // The place is given back when the socket, and its extensions, are dropped.
+        socket.extensions.insert(ticket);
         tracing::debug!(%user_id, sid = %socket.id, "socket admitted");
         Ok(())
     }
@@ -328,3 +348,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod proptests;

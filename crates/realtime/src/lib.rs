@@ -7,6 +7,7 @@
 //! gap in `seq` or reconnects fetches what it missed from `GET /events`. Pod memory holds
 //! only the sockets of this pod and the last watchdog result (AA1).
 
+mod caps;
 pub mod driver;
 pub mod events;
 mod handshake;
@@ -14,6 +15,8 @@ mod relay;
 pub mod retention;
 pub mod sessions;
 pub mod watchdog;
+
+pub use caps::ClientAddress;
 
 pub use handshake::{
     HandshakeHold, TokenClaims, TokenError, TokenVerifier, experts_room, org_room, rooms_for,
@@ -71,6 +74,10 @@ pub struct Settings {
     pub pod_id: String,
     /// How often the relay polls the event outbox without being woken.
     pub relay_poll: Duration,
+    /// Sockets one user may hold on this pod at once (`SOCKETS_PER_USER`; 0: no cap).
+    pub sockets_per_user: u32,
+    /// Sockets one client address may hold on this pod at once (`SOCKETS_PER_ADDRESS`).
+    pub sockets_per_address: u32,
 }
 
 impl Settings {
@@ -83,6 +90,8 @@ impl Settings {
             watchdog_interval: Duration::from_millis(config.realtime_watchdog_ms),
             pod_id: config.pod_id(),
             relay_poll: Duration::from_millis(config.relay_poll_ms.max(10)),
+            sockets_per_user: config.sockets_per_user,
+            sockets_per_address: config.sockets_per_address,
         }
     }
 
@@ -129,6 +138,7 @@ impl Realtime {
             verify,
             tracker: tracker.clone(),
             hold: handshake::HoldPoint::default(),
+            caps: caps::SocketCaps::new(settings.sockets_per_user, settings.sockets_per_address),
         });
         io.ns(
             "/",

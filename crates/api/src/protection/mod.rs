@@ -166,6 +166,14 @@ pub async fn protect(State(state): State<AppState>, request: Request, next: Next
         return too_many(&v);
     }
     let policy = policy_of(path, ip);
+    // The Socket.IO handshake caps sockets per address: it learns the address here.
+    let socket = path.starts_with("/socket.io");
+    let mut request = request;
+    if socket {
+        request
+            .extensions_mut()
+            .insert(switchboard_realtime::ClientAddress(address.clone()));
+    }
     let verdict = match &policy {
         Some((policy, subject)) => protection.limiter.check(policy, subject).await,
         None => None,

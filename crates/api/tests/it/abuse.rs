@@ -205,3 +205,39 @@ async fn ipv6_clients_share_their_slash_64() {
     // The next /64 is another client.
     assert_eq!(get("2001:db8:1:3::1".into()).await, 401);
 }
+
+#[tokio::test]
+async fn sockets_are_capped_per_user_and_a_closed_one_gives_its_place_back() {
+    let (pod, db) = TestPod::single_with(|v| {
+        v.insert("SOCKETS_PER_USER".into(), "2".into());
+    })
+    .await;
+    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
+    let token = pod.login(&email, &password).await;
+    let auth = || Some(json!({ "token": token }));
+    let first = switchboard_testing::socket::connect(&pod, auth())
+        .await
+        .expect("first");
+    let _second = switchboard_testing::socket::connect(&pod, auth())
+        .await
+        .expect("second");
+    let refused = switchboard_testing::socket::connect(&pod, auth()).await;
+    let Err(message) = refused else {
+        panic!("a third socket of one user is refused");
+    };
+    assert!(
+        message.contains("too many open connections for this user"),
+        "{message}"
+    );
+    first.close().await;
+    // The closed socket's place comes back once the server has seen it go.
+    let mut again = Err(String::new());
+    for _ in 0..50 {
+        again = switchboard_testing::socket::connect(&pod, auth()).await;
+        if again.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(again.is_ok(), "{:?}", again.err());
+}
