@@ -427,3 +427,41 @@ async fn cluster_realtime_survives_the_failover_of_its_shard() {
     }
     panic!("the socket on A never got the event of a webhook B took after the failover: {seen:?}");
 }
+
+#[tokio::test]
+async fn cluster_tls_with_an_unrelated_ca_is_not_ready_and_names_redis_tls_ca() {
+    // The managed topology's TLS cluster (scripts/test.sh SB_TOPOLOGY=managed, which CI
+    // runs); the plaintext cluster of the other tests has no certificate to distrust.
+    let (Some(nodes), Ok(other_ca)) = (
+        switchboard_testing::redis_cluster_nodes(),
+        std::env::var("SB_TEST_TLS_OTHER_CA"),
+    ) else {
+        eprintln!("skipped: needs SB_TOPOLOGY=managed (a TLS Redis Cluster)");
+        return;
+    };
+    let db = TestDb::fresh().await;
+    let pod = switchboard_testing::TestPod::start_with(
+        &db,
+        &switchboard_testing::redis_url(),
+        &random_prefix(),
+        |v| {
+            v.insert("REDIS_CLUSTER_NODES".into(), nodes);
+            v.insert("REDIS_TLS_CA".into(), other_ca);
+        },
+    )
+    .await;
+    let r = pod
+        .client
+        .get(pod.url("/ready"))
+        .send()
+        .await
+        .expect("ready");
+    assert_eq!(r.status(), 503);
+    let ready: Value = r.json().await.expect("json");
+    assert_eq!(ready["checks"]["redis"]["ok"], false, "{ready}");
+    assert_eq!(
+        ready["checks"]["redis"]["setting"], "REDIS_TLS_CA",
+        "{ready}"
+    );
+    assert_eq!(ready["checks"]["redis_work"]["ok"], false, "{ready}");
+}
