@@ -269,6 +269,12 @@ impl Config {
                 "INBOUND_TEXT_MAX_BYTES and AGENT_PROMPT_MAX_BYTES must be at least 1024".into(),
             ));
         }
+        // The schema holds message text up to 1 MiB (migration client_text_limits).
+        if self.inbound_text_max_bytes > 1_048_576 {
+            return Err(ConfigError::Invalid(
+                "INBOUND_TEXT_MAX_BYTES must be at most 1048576 (1 MiB)".into(),
+            ));
+        }
         if self.http_header_timeout_ms == 0
             || self.http_body_timeout_ms == 0
             || self.http_request_timeout_ms == 0

@@ -77,8 +77,8 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
         } => {
             let role: Role = role.parse().map_err(|()| anyhow::anyhow!("bad role"))?;
             let email = email.trim().to_owned();
-            if !email.contains('@') {
-                bail!("--email must be an email address");
+            if !email.contains('@') || email.len() > 254 {
+                bail!("--email must be an email address of at most 254 characters");
             }
             if password.chars().count() < 8 {
                 bail!("--password must be at least 8 characters");

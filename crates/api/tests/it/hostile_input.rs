@@ -341,3 +341,43 @@ async fn request_ids_are_kept_only_when_short_and_plain() {
         "the plain id is what the audit row names"
     );
 }
+
+/// The schema refuses client text over its documented limit even from a path that forgot
+/// to check it.
+#[tokio::test]
+async fn the_schema_refuses_text_over_its_limits() {
+    let db = TestDb::fresh().await;
+    let pool = db.pool().await;
+    let refused = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            let err = sqlx::query(&sql).execute(&pool).await.expect_err(&sql);
+            assert!(
+                err.to_string().contains("violates check constraint"),
+                "{sql}: {err}"
+            );
+        }
+    };
+    refused(format!(
+        "INSERT INTO audit_log (action, request_id, details) VALUES ('t', '{}', '{{}}')",
+        "a".repeat(65)
+    ))
+    .await;
+    refused(format!(
+        "INSERT INTO orgs (name) VALUES ('{}')",
+        "o".repeat(201)
+    ))
+    .await;
+    refused(format!(
+        "INSERT INTO users (email, password_hash) VALUES ('{}@x.test', 'h')",
+        "u".repeat(250)
+    ))
+    .await;
+    sqlx::query(&format!(
+        "INSERT INTO audit_log (action, request_id, details) VALUES ('t', '{}', '{{}}')",
+        "a".repeat(64)
+    ))
+    .execute(&pool)
+    .await
+    .expect("64 characters are within the limit");
+}
