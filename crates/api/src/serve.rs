@@ -16,12 +16,19 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+/// How often an HTTP/2 connection is pinged, and how long the answer may take.
+const HTTP2_PING_EVERY: Duration = Duration::from_secs(20);
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// Streams one HTTP/2 connection may have open at once.
+const HTTP2_MAX_STREAMS: u32 = 100;
+
 /// Serves `router` on `listener` until `shutdown` is cancelled, then lets the open
 /// connections finish their requests (idle ones close at once) and returns when all have.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     header_timeout: Duration,
+    http2: bool,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     // Each connection holds a receiver; the loop waits for all of them to be dropped.
@@ -51,27 +58,54 @@ pub(crate) async fn serve(
                 request.extensions_mut().insert(ConnectInfo(peer));
                 router.clone().oneshot(request)
             });
-            let mut builder = Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            // CONNECT protocol for HTTP/2 websockets, as axum::serve enables it.
-            builder.http2().enable_connect_protocol();
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "connection ended with an error");
+            // Drives one connection to its end, finishing its requests on shutdown.
+            macro_rules! drive {
+                ($connection:expr) => {{
+                    let connection = $connection;
+                    tokio::pin!(connection);
+                    tokio::select! {
+                        result = connection.as_mut() => {
+                            if let Err(e) = result {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        }
+                        () = shutdown.cancelled() => {
+                            connection.as_mut().graceful_shutdown();
+                            if let Err(e) = connection.await {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        }
                     }
-                }
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    if let Err(e) = connection.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
+                }};
+            }
+            let io = TokioIo::new(stream);
+            if http2 {
+                // Pings find dead or silent peers; a stream cap bounds one connection's
+                // work. CONNECT protocol for HTTP/2 websockets, as axum::serve enables it.
+                let mut builder = Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout);
+                builder
+                    .http2()
+                    .timer(TokioTimer::new())
+                    .keep_alive_interval(HTTP2_PING_EVERY)
+                    .keep_alive_timeout(HTTP2_PING_TIMEOUT)
+                    .max_concurrent_streams(HTTP2_MAX_STREAMS)
+                    .enable_connect_protocol();
+                drive!(builder.serve_connection_with_upgrades(io, service));
+            } else {
+                // HTTP/1.1 only (HTTP2_CLEARTEXT off): hyper's HTTP/2 has no header-read or
+                // idle timeout, so a client could hold a cleartext HTTP/2 connection open
+                // for nothing; load balancers speak HTTP/1.1 to the pods anyway. The auto
+                // builder's upgrade-capable connection answers HTTP/2 whatever it is told,
+                // so HTTP/1 is served by hyper's own HTTP/1 connection.
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout);
+                drive!(builder.serve_connection(io, service).with_upgrades());
             }
             drop(open);
         });

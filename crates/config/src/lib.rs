@@ -206,6 +206,10 @@ pub struct Config {
     /// A connection that has not sent a whole request head within this is closed
     /// (`HTTP_HEADER_TIMEOUT_MS`).
     pub http_header_timeout_ms: u64,
+    /// Whether the API port also speaks cleartext HTTP/2 (`HTTP2_CLEARTEXT`, off): hyper's
+    /// HTTP/2 has no header-read or idle timeout, so it is pinged and stream-capped when on.
+    #[serde(default)]
+    pub http2_cleartext: bool,
     /// A request body not received in full within this (from the request's start) is
     /// answered 408 (`HTTP_BODY_TIMEOUT_MS`). Not applied to websockets.
     pub http_body_timeout_ms: u64,

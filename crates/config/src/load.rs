@@ -73,6 +73,7 @@ const ENV_KEYS: &[(&str, Kind)] = &[
     ("outbox_grace_secs", Kind::Parsed),
     ("outbox_sweep_interval_ms", Kind::Parsed),
     ("relay_poll_ms", Kind::Parsed),
+    ("http2_cleartext", Kind::Parsed),
     ("sockets_per_user", Kind::Parsed),
     ("sockets_per_address", Kind::Parsed),
     ("idempotency_ttl_hours", Kind::Parsed),

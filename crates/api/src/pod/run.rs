@@ -70,6 +70,7 @@ impl Bound {
         let lifecycle = state.lifecycle.clone();
         let router = crate::http::router(state.clone());
         let header_timeout = Duration::from_millis(state.config.http_header_timeout_ms);
+        let http2_cleartext = state.config.http2_cleartext;
 
         // Drain: readiness is already 503; wait so the load balancer notices, then stop.
         let drain_delay = state.config.drain_delay();
@@ -87,14 +88,22 @@ impl Bound {
                 axum::Router::new().route("/metrics", axum::routing::get(crate::metrics::render));
             let token = token.clone();
             lifecycle.tasks().spawn(async move {
-                if let Err(e) = crate::serve::serve(listener, router, header_timeout, token).await {
+                if let Err(e) =
+                    crate::serve::serve(listener, router, header_timeout, false, token).await
+                {
                     tracing::error!(error = %e, "metrics listener failed");
                 }
             });
             tracing::info!(addr = %bound, "metrics listening");
             bound
         });
-        let http = tokio::spawn(crate::serve::serve(listener, router, header_timeout, token));
+        let http = tokio::spawn(crate::serve::serve(
+            listener,
+            router,
+            header_timeout,
+            http2_cleartext,
+            token,
+        ));
         tracing::info!(%addr, "listening");
         Server {
             addr,

@@ -381,3 +381,39 @@ async fn the_schema_refuses_text_over_its_limits() {
     .await
     .expect("64 characters are within the limit");
 }
+
+/// Cleartext HTTP/2 is off unless asked for: the HTTP/2 preface gets no HTTP/2 answer.
+#[tokio::test]
+async fn cleartext_http2_is_off_unless_asked_for() {
+    async fn first_bytes(base: &str) -> Vec<u8> {
+        let addr = base.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        // The client preface, then an empty SETTINGS frame.
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .await
+            .unwrap();
+        let mut buf = vec![0_u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .unwrap_or(Ok(0))
+            .unwrap_or(0);
+        buf.truncate(n);
+        buf
+    }
+    let (off, _db) = TestPod::single().await;
+    let answer = first_bytes(&off.base).await;
+    assert!(
+        !(answer.len() >= 4 && answer[3] == 0x04),
+        "no HTTP/2 SETTINGS frame: {answer:?}"
+    );
+    let (on, _db2) = TestPod::single_with(|v| {
+        v.insert("HTTP2_CLEARTEXT".into(), "true".into());
+    })
+    .await;
+    let answer = first_bytes(&on.base).await;
+    assert!(
+        answer.len() >= 4 && answer[3] == 0x04,
+        "a SETTINGS frame: {answer:?}"
+    );
+}
