@@ -6,6 +6,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchboard_channels::outbound::read_capped;
 use switchboard_config::{AgentMode, Config};
 use switchboard_coord::Redis;
 use switchboard_coord::breaker::{Breaker, BreakerConfig};
@@ -18,6 +19,12 @@ pub const RETRY_DELAYS: [Duration; 3] = [
     Duration::from_secs(2),
     Duration::from_secs(4),
 ];
+
+/// Largest agent answer read. A draft is one support reply plus a few numbers (the
+/// contract) or one chat completion with its usage block: tens of KiB at most. 1 MiB is far
+/// above any reply an expert would send, and bounds what a broken or hostile agent can make a
+/// pod hold per draft.
+pub const AGENT_ANSWER_CAP: usize = 1024 * 1024;
 
 /// One line of conversation given to the agent.
 #[derive(Debug, Clone, Serialize)]
@@ -219,12 +226,13 @@ impl AgentClient {
             );
             return Err((retryable, format!("agent answered {status}")));
         }
-        let value: Value = response.json().await.map_err(|e| {
-            (
-                false,
-                format!("unreadable agent answer: {}", e.without_url()),
-            )
-        })?;
+        // An answer too large to read is no more usable than one that is not JSON, and
+        // asking again would bring the same answer: a failure, not retried.
+        let body = read_capped(response, AGENT_ANSWER_CAP)
+            .await
+            .map_err(|e| (false, format!("unreadable agent answer: {}", causes(&e))))?;
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| (false, format!("unreadable agent answer: {e}")))?;
         match self.mode {
             AgentMode::Switchboard => serde_json::from_value::<ContractReply>(value)
                 .map(|r| Draft {
@@ -266,6 +274,22 @@ impl AgentClient {
     }
 }
 
+/// `error` and its causes on one line, for failures that end up as text.
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 fn join(base: &Url, path: &str) -> String {
     format!("{}/{path}", base.as_str().trim_end_matches('/'))
 }
+
+#[cfg(test)]
+pub(crate) mod fake_upstream;
+#[cfg(test)]
+mod tests;

@@ -5,6 +5,7 @@
 
 use serde::Deserialize;
 use std::time::Duration;
+use switchboard_channels::outbound::{BodyError, read_capped};
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::{PgPool, StoreError, connections};
 use url::Url;
@@ -14,7 +15,10 @@ use uuid::Uuid;
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Largest answer read from Resend: a bigger email is stored with a note instead (the
-/// stored text is capped far below this anyway).
+/// stored text is capped far below this anyway). The answer holds the text and HTML parts
+/// and headers only (attachments come as metadata and download links), and 16 MiB is far
+/// above those of any email a person writes, while still bounding what one fetch can make a
+/// pod hold.
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// Fetches received emails' bodies from Resend; cheap to clone.
@@ -125,21 +129,77 @@ impl EmailBodies {
     }
 }
 
-/// The answer's body, refused past [`MAX_ANSWER_BYTES`] (a retry would not shrink it).
-async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, FetchError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+/// The answer's body, refused past [`MAX_ANSWER_BYTES`] (a retry would not shrink it), and
+/// at once when Resend declares more.
+async fn read_bounded(response: reqwest::Response) -> Result<Vec<u8>, FetchError> {
+    read_capped(response, MAX_ANSWER_BYTES)
         .await
-        .map_err(|e| FetchError::Unavailable(format!("unreadable answer: {}", e.without_url())))?
-    {
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(FetchError::Refused(format!(
+        .map_err(|e| match e {
+            BodyError::TooLarge { cap } => FetchError::Refused(format!(
                 "the email is larger than {} MiB",
-                MAX_ANSWER_BYTES / (1024 * 1024)
-            )));
-        }
-        body.extend_from_slice(&chunk);
+                cap / (1024 * 1024)
+            )),
+            BodyError::Read(e) => FetchError::Unavailable(format!("unreadable answer: {e}")),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FetchError, MAX_ANSWER_BYTES, read_bounded};
+    use crate::agent::fake_upstream::{Answer, serve};
+    use std::time::Duration;
+
+    /// How an answer of this shape is read, within a deadline far below the client's
+    /// timeout: a reader that waits for a whole oversized body fails here.
+    async fn read(answer: Answer) -> Result<Vec<u8>, FetchError> {
+        let resend = serve(answer).await;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("client");
+        let response = client.get(&resend.url).send().await.expect("sent");
+        tokio::time::timeout(Duration::from_secs(10), read_bounded(response))
+            .await
+            .expect("the cap ends the read")
     }
-    Ok(body)
+
+    fn refused(result: Result<Vec<u8>, FetchError>) {
+        match result {
+            Err(FetchError::Refused(reason)) => {
+                assert_eq!(reason, "the email is larger than 16 MiB");
+            }
+            other => panic!("expected Refused, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_email_over_the_cap_is_refused_before_or_while_reading() {
+        // Only four bytes ever arrive: only the declared length can refuse this in time.
+        let declared = Answer::Declares {
+            len: MAX_ANSWER_BYTES + 1,
+            hold: true,
+        };
+        refused(read(declared).await);
+        refused(read(Answer::Chunked(MAX_ANSWER_BYTES + 1)).await);
+        refused(read(Answer::Endless).await);
+    }
+
+    #[tokio::test]
+    async fn an_email_within_the_cap_is_read_and_a_cut_one_is_retried() {
+        let email = br#"{"text": "Hello", "html": null}"#.to_vec();
+        assert_eq!(
+            read(Answer::Sized(email.clone())).await.expect("read"),
+            email
+        );
+        let cut = Answer::Declares {
+            len: 100,
+            hold: false,
+        };
+        match read(cut).await {
+            Err(FetchError::Unavailable(reason)) => {
+                assert!(reason.starts_with("unreadable answer"), "{reason}");
+            }
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
 }

@@ -9,18 +9,30 @@ use serde_json::Value;
 use switchboard_domain::ChannelKind;
 
 use super::PartOutcome;
+use super::body::{BodyError, read_capped};
+
+/// Largest provider answer read. A send is answered with a small JSON object: an id, a
+/// status, an error code and message, and for Slack an echo of the text we sent (which
+/// Slack cuts at 40 000 characters, so well under 1 MiB even escaped). 1 MiB fits all of
+/// them and bounds what a broken or hostile endpoint can make a pod hold per send; a 2xx
+/// past it would still count as accepted, only without the provider's message id.
+pub const PROVIDER_ANSWER_CAP: usize = 1024 * 1024;
 
 /// A provider's answer, read once, so each channel classifies plain data.
 pub(super) struct Answer {
     pub(super) status: u16,
     pub(super) retry_after: Option<Duration>,
-    /// The body as JSON, `Null` when it was not JSON.
+    /// The body as JSON, `Null` when it was not JSON or could not be read.
     pub(super) body: Value,
-    raw: String,
+    /// The body as text, or why it could not be read.
+    raw: Result<String, BodyError>,
 }
 
 impl Answer {
-    pub(super) async fn read(response: Response) -> Self {
+    /// An answer that cannot be read (over [`PROVIDER_ANSWER_CAP`], or cut off) is kept as
+    /// a `Null` body, like one that is not JSON: its status alone decides, so a 2xx still
+    /// counts as accepted (see the module docs of `outbound`).
+    pub(super) async fn read(response: Response, channel: ChannelKind) -> Self {
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -28,8 +40,17 @@ impl Answer {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let raw = response.text().await.unwrap_or_default();
-        let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
+        let raw = read_capped(response, PROVIDER_ANSWER_CAP)
+            .await
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+        if let Err(e) = &raw {
+            tracing::warn!(%channel, status, error = %e, "unreadable provider answer");
+        }
+        let body = raw
+            .as_deref()
+            .ok()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or(Value::Null);
         Self {
             status,
             retry_after,
@@ -59,7 +80,10 @@ impl Answer {
 
     /// The start of the raw body, for providers whose error has no structured message.
     pub(super) fn snippet(&self) -> String {
-        let text = self.raw.trim();
+        let text = match &self.raw {
+            Ok(text) => text.trim(),
+            Err(e) => return format!("({e})"),
+        };
         if text.is_empty() {
             "(empty body)".to_owned()
         } else {
@@ -88,5 +112,77 @@ pub(super) fn transport_failure(channel: ChannelKind, error: &reqwest::Error) ->
         after: None,
         reason,
         status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::PROVIDER_ANSWER_CAP;
+    use switchboard_domain::ChannelKind::{self, Slack, Telegram, Whatsapp};
+
+    /// A `status` answer of `body` with a `pad` string making its JSON `size` bytes long.
+    fn padded(status: u16, mut body: serde_json::Value, size: usize) -> Reply {
+        body["pad"] = json!("");
+        let pad = size - body.to_string().len();
+        body["pad"] = json!("x".repeat(pad));
+        Reply::new(status).set_body_json(body)
+    }
+
+    async fn send(channel: ChannelKind, reply: Reply) -> super::PartOutcome {
+        let server = provider(reply).await;
+        let secrets = json!({"bot_token": "xoxb-token", "account_sid": "AC1",
+            "auth_token": "twilio-token", "from_number": "+1555"});
+        let reply_to = json!({"channel": "D1", "chat_id": 5, "to": "+1415"});
+        providers(&server.uri())
+            .send_part(&part(channel, &secrets, &reply_to, "hi"))
+            .await
+    }
+
+    #[tokio::test]
+    async fn an_oversized_success_is_accepted_without_an_id() {
+        // Like a 2xx that is not JSON: sending again would message the customer twice.
+        let huge = padded(
+            200,
+            json!({"ok": true, "ts": "1.2"}),
+            2 * PROVIDER_ANSWER_CAP,
+        );
+        assert_eq!(
+            verdict(&send(Slack, huge).await),
+            ("accepted", None, None, "")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_failure_is_classified_by_its_status() {
+        let refusal = json!({"code": 21211, "message": "The 'To' number is not valid"});
+        let huge = |status| {
+            padded(status, refusal.clone(), 2 * PROVIDER_ANSWER_CAP)
+                .insert_header("Retry-After", "9")
+        };
+        let out = send(Whatsapp, huge(503)).await;
+        let (kind, after, status, reason) = verdict(&out);
+        assert_eq!((kind, after, status), ("retry", Some(9), Some(503)));
+        assert_eq!(
+            reason,
+            "whatsapp answered HTTP 503: (the answer is larger than the 1 MiB cap)"
+        );
+        let out = send(Whatsapp, huge(400)).await;
+        let (kind, _, status, reason) = verdict(&out);
+        assert_eq!((kind, status), ("permanent", Some(400)));
+        assert!(
+            reason.ends_with("(the answer is larger than the 1 MiB cap)"),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_answer_within_the_cap_is_read() {
+        let answer = json!({"ok": true, "result": {"message_id": 42}});
+        let big = padded(200, answer, PROVIDER_ANSWER_CAP);
+        assert_eq!(
+            verdict(&send(Telegram, big).await),
+            ("accepted", None, None, "42")
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! read: calling again would message the customer twice. Reasons end up in logs, the
 //! dead-letter table and the console, so they are redacted of every secret value.
 
+mod body;
 mod email;
 mod http;
 mod slack;
@@ -16,6 +17,8 @@ mod telegram;
 mod testkit;
 mod twilio;
 
+pub use body::{BodyError, read_capped};
+pub use http::PROVIDER_ANSWER_CAP;
 pub use split::{max_chars, split};
 
 use std::time::Duration;
@@ -172,7 +175,7 @@ impl Providers {
                 status: None,
             },
             Ok(request) => match request.send().await {
-                Ok(response) => api.classify(&Answer::read(response).await, req),
+                Ok(response) => api.classify(&Answer::read(response, req.channel).await, req),
                 Err(e) => transport_failure(req.channel, &e),
             },
         };
