@@ -9,6 +9,8 @@ pub mod telegram;
 pub mod twilio;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod test_support;
 
 pub use inbound::{
