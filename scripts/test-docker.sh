@@ -194,9 +194,14 @@ wait_http() { # wait_http URL SECONDS
 }
 check "the stack is up and the load balancer answers /ready ($(elapsed "$step"))" wait_http "$LB/ready" 60
 # Production serves /metrics on the pods' internal listener only, never through the API port.
+# (The text is fetched whole first: `curl | grep -q` fails under pipefail when grep stops
+# reading early.)
 metrics_scraped() {
-  curl -fsS -m 5 "http://127.0.0.1:$SB_POD1_METRICS_PORT/metrics" | grep -q '^http_requests_total' &&
-    curl -fsS -m 5 "http://127.0.0.1:$SB_POD2_METRICS_PORT/metrics" | grep -q '^http_requests_total'
+  local port text
+  for port in "$SB_POD1_METRICS_PORT" "$SB_POD2_METRICS_PORT"; do
+    text="$(curl -fsS -m 5 "http://127.0.0.1:$port/metrics")" || return 1
+    grep -q '^http_requests_total' <<<"$text" || return 1
+  done
 }
 check "both pods' metrics are scraped on their metrics listener" metrics_scraped
 check "the load balancer does not serve /metrics" \
