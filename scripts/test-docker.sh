@@ -196,11 +196,16 @@ check "the stack is up and the load balancer answers /ready ($(elapsed "$step"))
 # Production serves /metrics on the pods' internal listener only, never through the API port.
 # (The text is fetched whole first: `curl | grep -q` fails under pipefail when grep stops
 # reading early.)
+# A pod's counters appear with its first request (the load balancer's health checks), so
+# this waits up to 20 s for both.
 metrics_scraped() {
-  local port text
+  local port text deadline=$((SECONDS + 20))
   for port in "$SB_POD1_METRICS_PORT" "$SB_POD2_METRICS_PORT"; do
-    text="$(curl -fsS -m 5 "http://127.0.0.1:$port/metrics")" || return 1
-    grep -q '^http_requests_total' <<<"$text" || return 1
+    until text="$(curl -fsS -m 5 "http://127.0.0.1:$port/metrics" 2>/dev/null)" &&
+      grep -q '^http_requests_total' <<<"$text"; do
+      [ "$SECONDS" -lt "$deadline" ] || return 1
+      sleep 0.5
+    done
   done
 }
 check "both pods' metrics are scraped on their metrics listener" metrics_scraped
