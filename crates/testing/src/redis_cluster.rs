@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 pub struct RedisCluster {
     dir: PathBuf,
     nodes: BTreeMap<u16, Option<Child>>,
+    /// Each node's cluster bus port, kept across restarts (the others' configuration names it).
+    bus: BTreeMap<u16, u16>,
 }
 
 impl RedisCluster {
@@ -27,6 +29,7 @@ impl RedisCluster {
         let mut cluster = RedisCluster {
             dir,
             nodes: BTreeMap::new(),
+            bus: BTreeMap::new(),
         };
         let count = masters * (1 + replicas);
         let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
@@ -70,6 +73,7 @@ impl RedisCluster {
     }
 
     fn spawn(&mut self, port: u16) {
+        let bus = *self.bus.entry(port).or_insert_with(free_port);
         let node_dir = self.dir.join(port.to_string());
         std::fs::create_dir_all(&node_dir).expect("node dir");
         let child = Command::new("redis-server")
@@ -82,7 +86,7 @@ impl RedisCluster {
             ])
             .args(["--cluster-node-timeout", "1000"])
             // The bus port defaults to port + 10000, which nobody checked is free.
-            .args(["--cluster-port", &free_port().to_string()])
+            .args(["--cluster-port", &bus.to_string()])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&node_dir)
@@ -180,6 +184,19 @@ impl RedisCluster {
         let live = self.live();
         self.wait_ok(&live).await;
         port
+    }
+
+    /// SIGKILLs every node (their cluster configuration stays on disk); returns the ports
+    /// for [`RedisCluster::restart`].
+    pub fn stop_all(&mut self) -> Vec<u16> {
+        let ports = self.live();
+        for port in &ports {
+            if let Some(Some(mut child)) = self.nodes.insert(*port, None) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        ports
     }
 
     /// Starts a killed node again; it rejoins as a replica.

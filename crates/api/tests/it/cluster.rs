@@ -465,3 +465,57 @@ async fn cluster_tls_with_an_unrelated_ca_is_not_ready_and_names_redis_tls_ca() 
     );
     assert_eq!(ready["checks"]["redis_work"]["ok"], false, "{ready}");
 }
+
+#[tokio::test]
+async fn a_pod_starts_while_the_cluster_is_away_and_is_ready_once_it_comes() {
+    let mut cluster = RedisCluster::start(3, 0).await;
+    let seeds = cluster.seeds();
+    // Every node goes away; the pod starts anyway and says Redis is not there.
+    let ports = cluster.stop_all();
+    let db = TestDb::fresh().await;
+    let pod = switchboard_testing::TestPod::start_with(
+        &db,
+        &switchboard_testing::redis_url(),
+        &random_prefix(),
+        |v| {
+            v.insert("REDIS_CLUSTER_NODES".into(), seeds.clone());
+        },
+    )
+    .await;
+    let r = pod
+        .client
+        .get(pod.url("/ready"))
+        .send()
+        .await
+        .expect("ready");
+    assert_eq!(r.status(), 503);
+    assert_eq!(
+        pod.client
+            .get(pod.url("/health"))
+            .send()
+            .await
+            .expect("health")
+            .status(),
+        200
+    );
+    // The nodes come back with their cluster configuration: the pod connects by itself.
+    for port in ports {
+        cluster.restart(port).await;
+    }
+    let mut ready = Value::Null;
+    for _ in 0..150 {
+        let r = pod
+            .client
+            .get(pod.url("/ready"))
+            .send()
+            .await
+            .expect("ready");
+        ready = r.json().await.expect("json");
+        if ready["status"] == "ready" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_eq!(ready["checks"]["redis_work"]["ok"], true, "{ready}");
+}
