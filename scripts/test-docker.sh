@@ -150,7 +150,7 @@ check "the image defaults to APP_ENV=production" test "$env_app" = production
 # --- the two-pod stack ------------------------------------------------------------------------
 
 export JWT_SECRET MASTER_ENCRYPTION_KEY SB_LB_PORT SB_POD1_PORT SB_POD2_PORT SB_PORT \
-  SB_POD1_METRICS_PORT SB_POD2_METRICS_PORT SB_METRICS_PORT
+  SB_POD1_METRICS_PORT SB_POD2_METRICS_PORT SB_METRICS_PORT SB_COMPOSE_SUBNET SB_LB_ADDR
 JWT_SECRET="$(head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MASTER_ENCRYPTION_KEY="$(head -c 32 /dev/urandom | base64 -w0)"
 pick_ports() {
@@ -161,6 +161,11 @@ pick_ports() {
   SB_POD1_METRICS_PORT="$(sb_free_port)"
   SB_POD2_METRICS_PORT="$(sb_free_port)"
   SB_METRICS_PORT="$(sb_free_port)"
+  # A subnet of its own for the two-pod stack (the compose file's fixed default would collide
+  # with a developer's stack of it running meanwhile), and its load balancer's address.
+  local octet=$((RANDOM % 200 + 20))
+  SB_COMPOSE_SUBNET="172.31.$octet.0/24"
+  SB_LB_ADDR="172.31.$octet.10"
   LB="http://127.0.0.1:$SB_LB_PORT"
 }
 
@@ -173,7 +178,7 @@ up() { # up FILE
     COMPOSE_FILE_UP=$1
     log "${COMPOSE[*]} -p $PROJECT -f $1 up -d (ports: lb $SB_LB_PORT, pods $SB_POD1_PORT $SB_POD2_PORT, single $SB_PORT)"
     compose -f "$1" up -d --no-build >"$work/up.log" 2>&1 && return 0
-    grep -q 'address already in use' "$work/up.log" || break
+    grep -q 'address already in use\|Pool overlaps' "$work/up.log" || break
     log "A port was taken meanwhile (attempt $attempt); again with others"
     compose -f "$1" down -v --remove-orphans >/dev/null 2>&1 || true
   done
