@@ -5,6 +5,23 @@
 # Redis Cluster with the control script tests use to fail it over, and a restart script for the
 # test Postgres. Needs scripts/lib-services.sh sourced first.
 
+# sb_wait_until SECONDS INTERVAL COMMAND...: runs COMMAND every INTERVAL seconds until it
+# succeeds, for SECONDS at most (whole seconds); fails when it never did. Every wait below
+# goes through it, so a caller only says what it waits for and what to report when it fails.
+sb_wait_until() {
+  local deadline=$((SECONDS + $1)) every=$2
+  shift 2
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep "$every"
+  done
+}
+
+# sb_gone PID: no such process any more.
+sb_gone() {
+  ! kill -0 "$1" 2>/dev/null
+}
+
 # sb_make_tls DIR [DAYS]: writes a CA (ca.key, ca.pem), a server key and certificate signed by
 # it (server.key, server.pem) valid for 127.0.0.1 and localhost, a client key and certificate
 # signed by it (client.key, client.pem: Redis Cluster nodes show it to each other on the
@@ -138,49 +155,41 @@ EOF
   # -q: its log goes to the logfile only, which is shown when it fails. The open-files limit
   # first: runuser's PAM session sets it to 1024, below what max_client_conn needs.
   # shellcheck disable=SC2016 # $1 is the inner shell's
-  if sb_as_pg_user bash -c 'ulimit -S -n 4096 2>/dev/null; exec pgbouncer -d -q "$1"' pgbouncer "$ini"; then
-    # -d returns once daemonised, which can be before the port listens (or before it
-    # finds the port taken and exits): wait for both the process and the port.
-    for ((i = 0; i < 100; i++)); do
-      if kill -0 "$(cat "$work/pgbouncer.pid" 2>/dev/null)" 2>/dev/null &&
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        return 0
-      fi
-      sleep 0.1
-    done
+  # -d returns once daemonised, which can be before the port listens (or before it finds the
+  # port taken and exits): wait for both the process and the port.
+  if sb_as_pg_user bash -c 'ulimit -S -n 4096 2>/dev/null; exec pgbouncer -d -q "$1"' pgbouncer "$ini" &&
+    sb_wait_until 10 0.1 sb_pgbouncer_listening "$work/pgbouncer.pid" "$port"; then
+    return 0
   fi
   echo "pgbouncer did not start on port $port:" >&2
   tail -n 20 "$work/pgbouncer.log" >&2 2>/dev/null || true
   return 1
 }
 
+# sb_pgbouncer_listening PIDFILE PORT: the process runs and its port takes connections.
+sb_pgbouncer_listening() {
+  kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null
+}
+
 # sb_stop_pgbouncer PIDFILE: immediate shutdown (SIGTERM), waiting until it is gone.
 sb_stop_pgbouncer() {
-  local pid i
+  local pid
   pid=$(cat "$1" 2>/dev/null) || return 0
   [ -n "$pid" ] || return 0
   kill -TERM "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < 50; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
+  sb_wait_until 5 0.1 sb_gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
 }
 
 # sb_start_redis_tls WORKDIR PORT TLSDIR: a Redis that speaks TLS only (the plain port is
 # off), without client certificates; data, log and pidfile in WORKDIR. Returns once it answers.
 sb_start_redis_tls() {
-  local work=$1 port=$2 tls=$3 i
+  local work=$1 port=$2 tls=$3
   redis-server --port 0 --tls-port "$port" --tls-cert-file "$tls/server.pem" \
     --tls-key-file "$tls/server.key" --tls-ca-cert-file "$tls/ca.pem" --tls-auth-clients no \
     --bind 127.0.0.1 --save "" --appendonly no \
     --daemonize yes --dir "$work" --logfile "$work/redis.log" --pidfile "$work/redis.pid"
-  for ((i = 0; i < 100; i++)); do
-    if redis-cli --tls --cacert "$tls/ca.pem" -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.1
-  done
+  sb_wait_until 10 0.1 redis-cli --tls --cacert "$tls/ca.pem" -h 127.0.0.1 -p "$port" ping \
+    >/dev/null 2>&1 && return 0
   echo "redis did not start with TLS on port $port:" >&2
   tail -n 20 "$work/redis.log" >&2 2>/dev/null || true
   return 1
@@ -381,6 +390,66 @@ sb_rc_pid_alive() {
   [ "$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
+# sb_rc_all_gone PID...: none of the processes is alive.
+sb_rc_all_gone() {
+  local pid
+  for pid in "$@"; do
+    ! sb_rc_pid_alive "$pid" || return 1
+  done
+}
+
+# The node a failed wait looked at last, whose view a caller reports.
+SB_RC_LAST=""
+
+# sb_rc_report WHAT: WHAT, then how node SB_RC_LAST sees the cluster, on stderr.
+sb_rc_report() {
+  echo "$1; node $SB_RC_LAST says:" >&2
+  sb_rc_cli "$SB_RC_LAST" cluster info >&2 2>/dev/null || true
+  sb_rc_cli "$SB_RC_LAST" cluster nodes >&2 2>/dev/null || true
+}
+
+# sb_rc_all_whole: every configured node is whole (sb_rc_whole) and they agree.
+sb_rc_all_whole() {
+  local port
+  for port in "${SB_RC_PORTS[@]}"; do
+    SB_RC_LAST=$port
+    sb_rc_whole "$port" || return 1
+  done
+  sb_rc_agree "${SB_RC_PORTS[@]}"
+}
+
+# sb_rc_failed_over ID PORT...: every node on the PORTs serves every slot, sees node ID failed
+# and left without slots, and they agree. Until the failure is agreed on the nodes still say
+# cluster_state:ok: what tells the failover is done is the dead master marked failed.
+sb_rc_failed_over() {
+  local id=$1 p
+  shift
+  for p in "$@"; do
+    SB_RC_LAST=$p
+    sb_rc_serving "$p" &&
+      sb_rc_view "$p" | awk -v id="$id" '$2 == id && ("," $3 ",") ~ /,fail,/ && $5 == 0 { found = 1 }
+        END { exit !found }' || return 1
+  done
+  sb_rc_agree "$@"
+}
+
+# sb_rc_rejoined PORT: the node on PORT is up and in sync with its master, every node that
+# runs serves every slot and sees it, none failing of it, and they agree.
+sb_rc_rejoined() {
+  local port=$1 id p alive=()
+  SB_RC_LAST=$port
+  sb_rc_up "$port" && id=$(sb_rc_cli "$port" cluster myid) && [ -n "$id" ] &&
+    sb_rc_synced "$port" || return 1
+  for p in "${SB_RC_PORTS[@]}"; do
+    [ "$p" = "$port" ] || sb_rc_up "$p" || continue
+    alive+=("$p")
+    sb_rc_serving "$p" &&
+      sb_rc_view "$p" | awk -v id="$id" '$2 == id && ("," $3 ",") !~ /,(fail\??|handshake|noaddr),/ { found = 1 }
+        END { exit !found }' || return 1
+  done
+  sb_rc_agree "${alive[@]}"
+}
+
 # sb_rc_now: seconds since the epoch with milliseconds, to report how long things took.
 sb_rc_now() {
   date +%s.%3N
@@ -396,18 +465,14 @@ sb_rc_since() {
 # cluster_state:ok with all 16384 slots served, knows every other node, sees none failing, and
 # every replica is in sync: within SB_REDIS_CLUSTER_START_TIMEOUT s (60).
 sb_redis_cluster_start() {
-  local dir=$1 port i fresh=0 nodes=() deadline start ok
+  local dir=$1 port fresh=0 nodes=() start
   sb_rc_load "$dir" || return 1
   start=$(sb_rc_now)
   for port in "${SB_RC_PORTS[@]}"; do
     sb_rc_up "$port" || redis-server "$dir/$port/redis.conf" || return 1
   done
   for port in "${SB_RC_PORTS[@]}"; do
-    for ((i = 0; i < 100; i++)); do
-      sb_rc_up "$port" && break
-      sleep 0.1
-    done
-    if ! sb_rc_up "$port"; then
+    if ! sb_wait_until 10 0.1 sb_rc_up "$port"; then
       echo "redis cluster node 127.0.0.1:$port did not start with TLS:" >&2
       tail -n 20 "$dir/$port/redis.log" >&2 2>/dev/null || true
       return 1
@@ -432,25 +497,10 @@ sb_redis_cluster_start() {
       "node): stop it and remove the folder" >&2
     return 1
   fi
-  deadline=$((SECONDS + ${SB_REDIS_CLUSTER_START_TIMEOUT:-60}))
-  while :; do
-    ok=1
-    for port in "${SB_RC_PORTS[@]}"; do
-      if ! sb_rc_whole "$port"; then
-        ok=0
-        break
-      fi
-    done
-    [ "$ok" = 0 ] || ! sb_rc_agree "${SB_RC_PORTS[@]}" || break
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "the Redis Cluster in $dir is not ok after ${SB_REDIS_CLUSTER_START_TIMEOUT:-60} s;" \
-        "node $port says:" >&2
-      sb_rc_cli "$port" cluster info >&2 2>/dev/null || true
-      sb_rc_cli "$port" cluster nodes >&2 2>/dev/null || true
-      return 1
-    fi
-    sleep 0.2
-  done
+  if ! sb_wait_until "${SB_REDIS_CLUSTER_START_TIMEOUT:-60}" 0.2 sb_rc_all_whole; then
+    sb_rc_report "the Redis Cluster in $dir is not ok after ${SB_REDIS_CLUSTER_START_TIMEOUT:-60} s"
+    return 1
+  fi
   echo "redis cluster: ${#SB_RC_PORTS[@]} nodes ok in $(sb_rc_since "$start") s" >&2
 }
 
@@ -479,7 +529,7 @@ sb_redis_cluster_nodes() {
 # served: within SB_REDIS_CLUSTER_FAILOVER_TIMEOUT s (20). Prints the killed port; fails when
 # PORT is no such master (nothing is killed then) or the failover did not happen in time.
 sb_redis_cluster_kill_master() {
-  local dir=$1 port=${2:-} view candidates id pid i p deadline start ok survivors=()
+  local dir=$1 port=${2:-} view candidates id pid p start survivors=()
   sb_rc_load "$dir" || return 1
   view=$(sb_rc_any_view) || return 1
   # Masters serving slots, not failing, with a replica that is not failing either.
@@ -510,38 +560,17 @@ sb_redis_cluster_kill_master() {
   fi
   start=$(sb_rc_now)
   kill -KILL "$pid"
-  for ((i = 0; i < 50; i++)); do
-    sb_rc_pid_alive "$pid" || break
-    sleep 0.1
-  done
+  sb_wait_until 5 0.1 sb_rc_all_gone "$pid" || true
   # Its pidfile would otherwise name a process that is gone, or later someone else's.
   rm -f "$dir/$port/redis.pid"
   for p in "${SB_RC_PORTS[@]}"; do
     [ "$p" = "$port" ] || ! sb_rc_up "$p" || survivors+=("$p")
   done
-  deadline=$((SECONDS + ${SB_REDIS_CLUSTER_FAILOVER_TIMEOUT:-20}))
-  while :; do
-    ok=1
-    for p in "${survivors[@]}"; do
-      # Until the failure is agreed on, the nodes still say cluster_state:ok: what tells the
-      # failover is done is the dead master being marked failed and left without slots.
-      if ! sb_rc_serving "$p" ||
-        ! sb_rc_view "$p" | awk -v id="$id" '$2 == id && ("," $3 ",") ~ /,fail,/ && $5 == 0 { found = 1 }
-          END { exit !found }'; then
-        ok=0
-        break
-      fi
-    done
-    [ "$ok" = 0 ] || ! sb_rc_agree "${survivors[@]}" || break
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "no failover of 127.0.0.1:$port within ${SB_REDIS_CLUSTER_FAILOVER_TIMEOUT:-20} s;" \
-        "node $p says:" >&2
-      sb_rc_cli "$p" cluster info >&2 2>/dev/null || true
-      sb_rc_cli "$p" cluster nodes >&2 2>/dev/null || true
-      return 1
-    fi
-    sleep 0.2
-  done
+  if ! sb_wait_until "${SB_REDIS_CLUSTER_FAILOVER_TIMEOUT:-20}" 0.2 \
+    sb_rc_failed_over "$id" "${survivors[@]}"; then
+    sb_rc_report "no failover of 127.0.0.1:$port within ${SB_REDIS_CLUSTER_FAILOVER_TIMEOUT:-20} s"
+    return 1
+  fi
   echo "redis cluster: killed master 127.0.0.1:$port, failed over in $(sb_rc_since "$start") s;" \
     "masters now $(sb_redis_cluster_masters "$dir" | tr '\n' ' ')" >&2
   echo "$port"
@@ -552,7 +581,7 @@ sb_redis_cluster_kill_master() {
 # Returns once it is in sync with its master, every node that runs sees it and none failing
 # of it, and all say cluster_state:ok: within SB_REDIS_CLUSTER_START_TIMEOUT s (60).
 sb_redis_cluster_restart() {
-  local dir=$1 port=$2 id p deadline start ok alive
+  local dir=$1 port=$2 start
   sb_rc_load "$dir" || return 1
   if [ ! -f "$dir/$port/redis.conf" ]; then
     echo "no node 127.0.0.1:$port in the Redis Cluster in $dir" >&2
@@ -560,34 +589,12 @@ sb_redis_cluster_restart() {
   fi
   start=$(sb_rc_now)
   sb_rc_up "$port" || redis-server "$dir/$port/redis.conf" || return 1
-  deadline=$((SECONDS + ${SB_REDIS_CLUSTER_START_TIMEOUT:-60}))
-  while :; do
-    ok=0
-    if sb_rc_up "$port" && id=$(sb_rc_cli "$port" cluster myid) && [ -n "$id" ] &&
-      sb_rc_synced "$port"; then
-      ok=1
-      alive=()
-      for p in "${SB_RC_PORTS[@]}"; do
-        [ "$p" = "$port" ] || sb_rc_up "$p" || continue
-        alive+=("$p")
-        if ! sb_rc_serving "$p" ||
-          ! sb_rc_view "$p" | awk -v id="$id" '$2 == id && ("," $3 ",") !~ /,(fail\??|handshake|noaddr),/ { found = 1 }
-            END { exit !found }'; then
-          ok=0
-          break
-        fi
-      done
-      [ "$ok" = 0 ] || sb_rc_agree "${alive[@]}" || ok=0
-    fi
-    [ "$ok" = 0 ] || break
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "127.0.0.1:$port did not rejoin the Redis Cluster within" \
-        "${SB_REDIS_CLUSTER_START_TIMEOUT:-60} s:" >&2
-      tail -n 20 "$dir/$port/redis.log" >&2 2>/dev/null || true
-      return 1
-    fi
-    sleep 0.2
-  done
+  if ! sb_wait_until "${SB_REDIS_CLUSTER_START_TIMEOUT:-60}" 0.2 sb_rc_rejoined "$port"; then
+    echo "127.0.0.1:$port did not rejoin the Redis Cluster within" \
+      "${SB_REDIS_CLUSTER_START_TIMEOUT:-60} s:" >&2
+    tail -n 20 "$dir/$port/redis.log" >&2 2>/dev/null || true
+    return 1
+  fi
   echo "redis cluster: 127.0.0.1:$port rejoined as $(sb_rc_cli "$port" info replication |
     sed -n 's/^role://p') in $(sb_rc_since "$start") s" >&2
 }
@@ -596,7 +603,7 @@ sb_redis_cluster_restart() {
 # its append-only file, if any, and exits; SIGKILL for one still there after 10 s). Needs
 # neither the CA nor cluster.env, and is quiet when there is nothing to stop.
 sb_redis_cluster_stop() {
-  local pidfile pid pids=() left i
+  local pidfile pid pids=()
   for pidfile in "$1"/*/redis.pid; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile" 2>/dev/null) || continue
@@ -605,15 +612,10 @@ sb_redis_cluster_stop() {
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ] || continue
     kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
   done
-  for ((i = 0; i < 100; i++)); do
-    left=()
-    for pid in "${pids[@]}"; do
-      sb_rc_pid_alive "$pid" && left+=("$pid")
-    done
-    [ "${#left[@]}" -gt 0 ] || return 0
-    sleep 0.1
+  sb_wait_until 10 0.1 sb_rc_all_gone "${pids[@]}" && return 0
+  for pid in "${pids[@]}"; do
+    ! sb_rc_pid_alive "$pid" || kill -KILL "$pid" 2>/dev/null || true
   done
-  kill -KILL "${left[@]}" 2>/dev/null || true
   return 0
 }
 

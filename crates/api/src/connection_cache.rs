@@ -19,11 +19,13 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use switchboard_coord::Redis;
 use switchboard_coord::subscription::{self, Notice};
+use switchboard_domain::periodic;
 use switchboard_store::connections::{self, Connection, Secrets};
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::{PgPool, StoreError};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 /// Longest time an entry is trusted without a reload.
@@ -65,8 +67,8 @@ pub struct ConnectionCache {
 }
 
 impl ConnectionCache {
-    /// Starts the invalidation subscriber; it stops with `token`.
-    pub fn start(redis: Redis, token: CancellationToken) -> Self {
+    /// Starts the invalidation subscriber on `tracker`; it stops with `token`.
+    pub fn start(redis: Redis, token: CancellationToken, tracker: &TaskTracker) -> Self {
         let cache = Self {
             entries: Arc::default(),
             live: Arc::default(),
@@ -76,7 +78,7 @@ impl ConnectionCache {
             queries: Arc::default(),
         };
         let subscriber = cache.clone();
-        tokio::spawn(async move { subscriber.listen(token).await });
+        periodic::spawn(tracker, async move { subscriber.listen(token).await });
         cache
     }
 

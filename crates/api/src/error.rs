@@ -42,8 +42,13 @@ impl ApiError {
 
     /// Adds one more field to the JSON body, e.g. a 409's `current` state, so a client can
     /// act on the refusal without another request.
-    pub fn with_field(mut self, name: &'static str, value: serde_json::Value) -> Self {
-        self.extra = Some(Box::new((name, value)));
+    pub fn with_field(mut self, name: &'static str, value: &impl serde::Serialize) -> Self {
+        // A derived `Serialize` of plain data cannot fail; were one to, the error still
+        // answers, without the field, and says why in the log.
+        match serde_json::to_value(value) {
+            Ok(value) => self.extra = Some(Box::new((name, value))),
+            Err(e) => tracing::error!(field = name, error = %e, "error field not serializable"),
+        }
         self
     }
 
@@ -137,6 +142,14 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
     }
 
+    /// 503 `dependency_unavailable` with `Retry-After: 5`: Postgres (or the inbox behind it)
+    /// is away or restarting, which says nothing about the request, so clients and
+    /// providers retry; never a 500.
+    pub fn dependency_unavailable(message: &'static str) -> Self {
+        Self::unavailable("dependency_unavailable", message)
+            .with_retry_after(Duration::from_secs(5))
+    }
+
     /// An opaque 500; `source` is logged, never sent.
     pub fn internal(source: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self {
@@ -173,11 +186,7 @@ impl From<StoreError> for ApiError {
             // never a 500 (the cause is logged, not sent).
             other if other.is_unavailable() => {
                 tracing::warn!(error = %other, "database unavailable");
-                ApiError::unavailable(
-                    "dependency_unavailable",
-                    "the database is unavailable; retry later",
-                )
-                .with_retry_after(Duration::from_secs(5))
+                ApiError::dependency_unavailable("the database is unavailable; retry later")
             }
             other => ApiError::internal(other),
         }

@@ -6,8 +6,8 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 /// `axum::Json` with [`ApiError`] rejections; also a response type.
 #[derive(Debug, Clone, Copy, Default)]
@@ -69,7 +69,9 @@ where
     }
 }
 
-/// `axum::extract::Query` with a 400 `invalid_query` rejection in the API's error shape.
+/// `axum::extract::Query` in the API's error shape: a query whose values do not parse
+/// (a status or kind that is not one of its spellings, a malformed id or number) is 422
+/// `validation`, with serde's message naming the parameter and what it accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<T>(pub T);
 
@@ -87,7 +89,22 @@ where
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(v)| Query(v))
-            .map_err(|r| ApiError::bad_request("invalid_query", r.body_text()))
+            .map_err(|r| ApiError::validation(r.body_text()))
+    }
+}
+
+/// For `#[serde(default, deserialize_with = "crate::extract::empty_as_none")]` on an
+/// optional query filter: `?status=` is no filter, anything else must deserialize as `T`
+/// (one of an enum's spellings).
+pub(crate) fn empty_as_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    use serde::de::IntoDeserializer;
+    match Option::<String>::deserialize(deserializer)?.as_deref() {
+        None | Some("") => Ok(None),
+        Some(raw) => T::deserialize(raw.into_deserializer()).map(Some),
     }
 }
 

@@ -6,12 +6,14 @@
 //! per pod because each pod serves its own `/metrics` and makes its own refusals.
 
 use crate::state::AppState;
-use std::time::{Duration, Instant};
+use std::convert::Infallible;
+use std::time::Duration;
+use switchboard_domain::periodic;
 use switchboard_flows::alerts::AlertKind;
 use switchboard_flows::jobs::agent_health;
 use switchboard_flows::queue::QueueRef;
 use switchboard_flows::upkeep;
-use switchboard_store::scheduled;
+use switchboard_store::{StoreError, scheduled};
 
 /// How often Postgres is asked for failed and dead work.
 const FAILURES_EVERY: Duration = Duration::from_secs(15);
@@ -65,46 +67,53 @@ async fn sample_agent(state: &AppState) {
 /// Starts the sampler on the lifecycle's tracker.
 pub fn spawn(state: AppState) {
     let token = state.lifecycle.shutdown_token();
-    let every = Duration::from_millis(state.config.backpressure_sample_ms.max(50));
+    let every = state.config.backpressure.sample_interval;
     let tracker = state.lifecycle.tasks().clone();
-    tracker.spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut failures_at: Option<Instant> = None;
-        loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            let inbound = sample_queue(&state.inbound.queue_ref()).await;
-            let outbound = sample_queue(&state.flows.outbound.queue_ref()).await;
-            // A queue Redis cannot count keeps its last figure.
-            state.protection.pressure.set_depths(
-                inbound.unwrap_or_else(|| state.protection.pressure.depths().0),
-                outbound.unwrap_or_else(|| state.protection.pressure.depths().1),
-            );
-            metrics::gauge!("http_in_flight").set(state.protection.pressure.in_flight() as f64);
-            sample_agent(&state).await;
-            let adapter = state.realtime.health();
-            if !adapter.ok && adapter.checked_at.is_some() {
-                state
-                    .alerts
-                    .raise(
-                        AlertKind::RealtimeAdapterDown,
-                        "adapter",
-                        "realtime: a pod lost its Redis pub/sub subscriptions; cross-pod events \
-                         do not reach its sockets until it re-subscribes",
-                        serde_json::json!({"expected": adapter.expected, "subscribed": adapter.subscribed}),
-                    )
-                    .await;
-            }
-            if failures_at.is_none_or(|t| t.elapsed() >= FAILURES_EVERY) {
-                failures_at = Some(Instant::now());
-                match scheduled::failures(&state.db).await {
-                    Ok(f) => set_failures(f),
-                    Err(e) => tracing::debug!(error = %e, "could not count failed work"),
-                }
-            }
+    let sampled = state.clone();
+    periodic::every("sampler", every, &token, &tracker, move || {
+        let state = sampled.clone();
+        async move {
+            sample(&state).await;
+            Ok::<(), Infallible>(())
         }
     });
+    periodic::every(
+        "failed work count",
+        FAILURES_EVERY,
+        &token,
+        &tracker,
+        move || {
+            let db = state.db.clone();
+            async move {
+                set_failures(scheduled::failures(&db).await?);
+                Ok::<(), StoreError>(())
+            }
+        },
+    );
+}
+
+/// One sample of the queues, the agent's health and the realtime adapter.
+async fn sample(state: &AppState) {
+    let inbound = sample_queue(&state.inbound.queue_ref()).await;
+    let outbound = sample_queue(&state.flows.outbound.queue_ref()).await;
+    // A queue Redis cannot count keeps its last figure.
+    state.protection.pressure.set_depths(
+        inbound.unwrap_or_else(|| state.protection.pressure.depths().0),
+        outbound.unwrap_or_else(|| state.protection.pressure.depths().1),
+    );
+    metrics::gauge!("http_in_flight").set(state.protection.pressure.in_flight() as f64);
+    sample_agent(state).await;
+    let adapter = state.realtime.health();
+    if !adapter.ok && adapter.checked_at.is_some() {
+        state
+            .alerts
+            .raise(
+                AlertKind::RealtimeAdapterDown,
+                "adapter",
+                "realtime: a pod lost its Redis pub/sub subscriptions; cross-pod events \
+                 do not reach its sockets until it re-subscribes",
+                serde_json::json!({"expected": adapter.expected, "subscribed": adapter.subscribed}),
+            )
+            .await;
+    }
 }

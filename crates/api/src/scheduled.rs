@@ -6,14 +6,15 @@ use crate::state::AppState;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 use switchboard_config::{Config, SCHEDULED_JOBS};
+use switchboard_domain::JobName;
+use switchboard_domain::ReportKind;
 use switchboard_flows::dispatch;
 use switchboard_flows::inbox_retention::InboxRetention;
 use switchboard_flows::jobs::agent_health::AgentHealthProbe;
 use switchboard_flows::jobs::backlog::BacklogAlert;
 use switchboard_flows::jobs::housekeeping::{QueueUpkeep, SchedulerPrune};
-use switchboard_flows::jobs::reports::{ReportJob, ReportKind};
+use switchboard_flows::jobs::reports::ReportJob;
 use switchboard_flows::jobs::snooze::SnoozeResurface;
 use switchboard_flows::outbox_sweeper::{IdempotencyExpiry, OutboxSweepConfig, OutboxSweeper};
 use switchboard_flows::scheduler::schedule::Schedule;
@@ -43,8 +44,8 @@ struct EventsRetention(Realtime);
 
 #[async_trait]
 impl Job for EventsRetention {
-    fn name(&self) -> &'static str {
-        "events-retention"
+    fn name(&self) -> JobName {
+        JobName::EventsRetention
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
@@ -58,8 +59,8 @@ struct DeadLetters(switchboard_flows::Deps);
 
 #[async_trait]
 impl Job for DeadLetters {
-    fn name(&self) -> &'static str {
-        dispatch::dead_letters::JOB
+    fn name(&self) -> JobName {
+        JobName::DeadLetters
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
@@ -79,27 +80,27 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             db: db.clone(),
             queue: state.inbound.clone(),
             config: SweepConfig {
-                grace: Duration::from_secs(config.inbox_grace_secs),
-                batch: config.inbox_sweep_batch,
+                grace: config.inbox.grace,
+                batch: config.inbox.sweep_batch,
             },
         }),
         Arc::new(OutboxSweeper {
             db: db.clone(),
             queue: flows.outbound.clone(),
             config: OutboxSweepConfig {
-                grace: Duration::from_secs(config.outbox_grace_secs),
+                grace: config.outbox.grace,
                 batch: 500,
             },
         }),
         Arc::new(DeadLetters(flows.clone())),
         Arc::new(InboxRetention {
             db: db.clone(),
-            retention: Duration::from_secs(config.inbox_retention_days.saturating_mul(86_400)),
+            retention: config.inbox.retention,
         }),
         Arc::new(EventsRetention(state.realtime.clone())),
         Arc::new(IdempotencyExpiry {
             db: db.clone(),
-            ttl: Duration::from_secs(config.idempotency_ttl_hours.max(24) * 3600),
+            ttl: config.http.idempotency_ttl,
         }),
         Arc::new(QueueUpkeep {
             queues: vec![state.inbound.queue_ref(), flows.outbound.queue_ref()],
@@ -107,7 +108,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
         Arc::new(SchedulerPrune {
             db: db.clone(),
             jobs: SCHEDULED_JOBS.to_vec(),
-            keep: Duration::from_secs(config.scheduler_history_hours.max(1) * 3600),
+            keep: config.scheduler.history,
         }),
         Arc::new(SnoozeResurface {
             db: db.clone(),
@@ -121,7 +122,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             agent: flows.agent.clone(),
             redis: state.redis.clone(),
             alerts: alerts.clone(),
-            timeout: Duration::from_millis(config.agent_health_timeout_ms.max(1)),
+            timeout: config.agent.health_timeout,
         }),
         Arc::new(ReportJob {
             db: db.clone(),
@@ -142,7 +143,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
     let entries = jobs
         .into_iter()
         .filter_map(|job| {
-            let name = job.name();
+            let name = job.name().as_str();
             // Checked at start-up (`schedule_violations`).
             let schedule = config.schedule(name)?.parse::<Schedule>().ok()?;
             Some(Entry {
@@ -156,7 +157,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
         db,
         Settings {
             pod_id: pod_id.to_owned(),
-            lease: Duration::from_millis(config.scheduler_lease_ms),
+            lease: config.scheduler.lease,
         },
         alerts,
         flows.faults.clone(),

@@ -32,8 +32,8 @@ impl Limits {
     /// The limits `config` sets.
     pub fn new(config: &Config) -> Self {
         Self {
-            body: Duration::from_millis(config.http_body_timeout_ms),
-            request: Duration::from_millis(config.http_request_timeout_ms),
+            body: config.http.body_timeout,
+            request: config.http.request_timeout,
         }
     }
 }

@@ -21,7 +21,9 @@ pub struct Email;
 
 /// A `webhook_secret` must be a Standard Webhooks secret, `whsec_` + base64 of the key, or
 /// no signature could ever verify. Names the field, never the value.
-pub(crate) fn check_secrets(secrets: &serde_json::Map<String, Value>) -> Result<(), String> {
+pub(crate) fn check_secrets(
+    secrets: &serde_json::Map<String, Value>,
+) -> Result<(), crate::SecretsError> {
     let secret = secrets
         .get("webhook_secret")
         .and_then(Value::as_str)
@@ -32,7 +34,7 @@ pub(crate) fn check_secrets(secrets: &serde_json::Map<String, Value>) -> Result<
         .filter(|key| !key.is_empty());
     match key {
         Some(_) => Ok(()),
-        None => Err("webhook_secret must be whsec_ followed by the base64 of the signing key (as Resend shows it)".into()),
+        None => Err(crate::SecretsError::EmailWebhookSecret),
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod email;
 pub mod inbound;
 pub mod outbound;
+pub mod signing;
 pub mod slack;
 pub mod telegram;
 pub mod twilio;
@@ -31,14 +32,49 @@ pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {
     }
 }
 
+/// Why a connection's `secrets` cannot be stored. Each names fields, never values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretsError {
+    /// Not a JSON object.
+    #[error("secrets must be an object")]
+    NotAnObject,
+    /// Fields the channel needs are absent, empty or not strings.
+    #[error("{channel} secrets need non-empty string fields: {}", .fields.join(", "))]
+    Missing {
+        /// The channel.
+        channel: ChannelKind,
+        /// The fields.
+        fields: Vec<&'static str>,
+    },
+    /// Fields the channel does not know.
+    #[error("unknown {channel} secret fields: {}", .fields.join(", "))]
+    Unknown {
+        /// The channel.
+        channel: ChannelKind,
+        /// The fields.
+        fields: Vec<String>,
+    },
+    /// Telegram would refuse the `secret_token`, or it is short enough to guess.
+    #[error(
+        "secret_token must be {} to 256 characters of A-Z, a-z, 0-9, _ and -",
+        telegram::MIN_SECRET_TOKEN_LEN
+    )]
+    TelegramSecretToken,
+    /// The `webhook_secret` is not a Standard Webhooks secret.
+    #[error(
+        "webhook_secret must be whsec_ followed by the base64 of the signing key (as Resend shows it)"
+    )]
+    EmailWebhookSecret,
+}
+
 /// Checks a connection's `secrets` object: exactly the channel's fields, each a non-empty
-/// string. The error names fields, never values.
-pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), String> {
+/// string.
+pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), SecretsError> {
     let Some(object) = secrets.as_object() else {
-        return Err("secrets must be an object".into());
+        return Err(SecretsError::NotAnObject);
     };
     let wanted = secret_fields(channel);
-    let missing: Vec<&str> = wanted
+    let missing: Vec<&'static str> = wanted
         .iter()
         .copied()
         .filter(|f| {
@@ -49,21 +85,21 @@ pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), Str
         })
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "{channel} secrets need non-empty string fields: {}",
-            missing.join(", ")
-        ));
+        return Err(SecretsError::Missing {
+            channel,
+            fields: missing,
+        });
     }
-    let unknown: Vec<&str> = object
+    let unknown: Vec<String> = object
         .keys()
-        .map(String::as_str)
-        .filter(|k| !wanted.contains(k))
+        .filter(|k| !wanted.contains(&k.as_str()))
+        .cloned()
         .collect();
     if !unknown.is_empty() {
-        return Err(format!(
-            "unknown {channel} secret fields: {}",
-            unknown.join(", ")
-        ));
+        return Err(SecretsError::Unknown {
+            channel,
+            fields: unknown,
+        });
     }
     // Secrets that are present but can never work are refused now, not at every webhook.
     match channel {
@@ -84,6 +120,7 @@ mod tests {
         assert!(validate_secrets(ChannelKind::Slack, &ok).is_ok());
         let err = validate_secrets(ChannelKind::Slack, &json!({"bot_token": "hunter2"}))
             .expect_err("missing");
+        let err = err.to_string();
         assert!(err.contains("signing_secret") && !err.contains("hunter2"));
         assert!(
             validate_secrets(
@@ -112,7 +149,7 @@ mod tests {
             "has spaces in it!!",
             "ünïcode-tokens-xx",
         ] {
-            let err = tg(bad).expect_err(bad);
+            let err = tg(bad).expect_err(bad).to_string();
             assert!(err.contains("secret_token") && !err.contains(bad), "{err}");
         }
         assert!(tg(&"a".repeat(257)).is_err());
@@ -132,7 +169,7 @@ mod tests {
             "whsec_",
             "whsec_not base64!",
         ] {
-            let err = email(bad).expect_err(bad);
+            let err = email(bad).expect_err(bad).to_string();
             assert!(err.contains("webhook_secret"), "{err}");
         }
     }

@@ -17,7 +17,9 @@ pub const MIN_SECRET_TOKEN_LEN: usize = 16;
 /// Telegram's own rule for `setWebhook`'s `secret_token` (1–256 of `A-Z a-z 0-9 _ -`), with a
 /// floor of [`MIN_SECRET_TOKEN_LEN`]: a token Telegram would refuse, or one short enough to
 /// guess, is refused when the connection is created. Names the field, never the value.
-pub(crate) fn check_secrets(secrets: &serde_json::Map<String, Value>) -> Result<(), String> {
+pub(crate) fn check_secrets(
+    secrets: &serde_json::Map<String, Value>,
+) -> Result<(), crate::SecretsError> {
     let token = secrets
         .get("secret_token")
         .and_then(Value::as_str)
@@ -28,9 +30,7 @@ pub(crate) fn check_secrets(secrets: &serde_json::Map<String, Value>) -> Result<
     if (MIN_SECRET_TOKEN_LEN..=256).contains(&token.len()) && allowed {
         Ok(())
     } else {
-        Err(format!(
-            "secret_token must be {MIN_SECRET_TOKEN_LEN} to 256 characters of A-Z, a-z, 0-9, _ and -"
-        ))
+        Err(crate::SecretsError::TelegramSecretToken)
     }
 }
 

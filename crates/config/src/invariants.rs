@@ -1,368 +1,392 @@
-//! Production start-up invariants (SPEC §6, AA9). Each violation is reported on its own line
-//! and the process refuses to start before it binds the port.
+//! What a configuration must satisfy in every environment, checked once when it is loaded:
+//! a value that parses but cannot work (a zero lease, a poll that would spin, a retry base
+//! above its cap) refuses the start with exit code 2, naming its variable, instead of being
+//! raised quietly where it is used. Every broken rule is reported at once. Production's own
+//! rules (secrets, TLS, the connection budget) are in `production.rs`.
 
-use crate::{AppEnv, Config};
-use base64::Engine;
-use secrecy::{ExposeSecret, SecretString};
-use std::fmt;
-use url::{Host, Url};
+use crate::env::{self, Setting};
+use crate::{AppEnv, Config, ConfigError};
+use std::time::Duration;
 
-/// Minimum length of `JWT_SECRET` in production.
-pub const MIN_JWT_SECRET_LEN: usize = 64;
-
-/// Share of Postgres `max_connections` that all pods together may use (AA9).
-pub const CONNECTION_BUDGET_SHARE: f64 = 0.8;
-
-/// One broken production invariant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Violation {
-    /// `DEMO_MODE` is on.
-    DemoMode,
-    /// `FAULT_INJECT` is set.
-    FaultInjection,
-    /// `JWT_SECRET` is shorter than [`MIN_JWT_SECRET_LEN`].
-    WeakJwtSecret {
-        /// Its actual length.
-        len: usize,
-    },
-    /// `MASTER_ENCRYPTION_KEY` is missing.
-    NoMasterKey,
-    /// `SENTRY_DSN` is missing.
-    NoSentryDsn,
-    /// `REDIS_URL` is missing.
-    NoRedis,
-    /// `PUBLIC_BASE_URL` is not https, or names this machine: providers could not deliver
-    /// webhooks to it, and Twilio signatures built from it would never match.
-    PublicBaseUrl {
-        /// What is wrong with it.
-        problem: &'static str,
-    },
-    /// A Postgres or Redis connection in production that may be plaintext or unverified
-    /// without having been asked for.
-    WeakTls {
-        /// The variable that says it explicitly.
-        setting: &'static str,
-        /// What the configuration does instead.
-        problem: &'static str,
-    },
-    /// pool × pods exceeds `DB_MAX_CONNECTIONS`, the service's declared budget (behind a
-    /// pooler, where the server's own `max_connections` says nothing about it).
-    DeclaredBudget {
-        /// `DB_POOL_SIZE`.
-        pool: u32,
-        /// `EXPECTED_PODS`.
-        pods: u32,
-        /// `DB_MAX_CONNECTIONS`.
-        max: u32,
-    },
-    /// pool × pods exceeds 80 % of Postgres `max_connections`.
-    ConnectionBudget {
-        /// `DB_POOL_SIZE`.
-        pool: u32,
-        /// `EXPECTED_PODS`.
-        pods: u32,
-        /// The server's `max_connections`.
-        max_connections: u32,
-    },
+/// A value as a rule's message shows it: a duration in its variable's unit.
+trait Shown {
+    fn shown(&self, setting: &Setting) -> String;
 }
 
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Violation::DemoMode => write!(f, "DEMO_MODE must be off in production"),
-            Violation::FaultInjection => write!(f, "FAULT_INJECT must not be set in production"),
-            Violation::WeakJwtSecret { len } => write!(
-                f,
-                "JWT_SECRET must be at least {MIN_JWT_SECRET_LEN} characters in production (it has {len})"
-            ),
-            Violation::NoMasterKey => {
-                write!(f, "MASTER_ENCRYPTION_KEY must be set in production")
+impl Shown for Duration {
+    fn shown(&self, setting: &Setting) -> String {
+        setting
+            .unit()
+            .map_or_else(|| format!("{self:?}"), |u| u.count(*self).to_string())
+    }
+}
+
+macro_rules! shown_as_displayed {
+    ($($t:ty),+) => {$(
+        impl Shown for $t {
+            fn shown(&self, _: &Setting) -> String {
+                self.to_string()
             }
-            Violation::NoSentryDsn => write!(f, "SENTRY_DSN must be set in production"),
-            Violation::NoRedis => write!(
-                f,
-                "REDIS_URL or REDIS_CLUSTER_NODES must be set in production (there is no in-memory fallback)"
-            ),
-            Violation::PublicBaseUrl { problem } => write!(
-                f,
-                "PUBLIC_BASE_URL must be the https address providers reach in production ({problem})"
-            ),
-            Violation::WeakTls { setting, problem } => write!(
-                f,
-                "{problem}: in production set {setting}=verify, or {setting}=require / {setting}=off explicitly"
-            ),
-            Violation::DeclaredBudget { pool, pods, max } => write!(
-                f,
-                "connection budget exceeded: DB_POOL_SIZE {pool} x EXPECTED_PODS {pods} = {} > DB_MAX_CONNECTIONS {max}",
-                u64::from(*pool) * u64::from(*pods),
-            ),
-            Violation::ConnectionBudget {
-                pool,
-                pods,
-                max_connections,
-            } => write!(
-                f,
-                "connection budget exceeded: DB_POOL_SIZE {pool} x EXPECTED_PODS {pods} = {} > 80% of Postgres max_connections {max_connections} ({})",
-                u64::from(*pool) * u64::from(*pods),
-                budget(*max_connections)
-            ),
         }
-    }
+    )+};
+}
+shown_as_displayed!(u32, i32, i64, usize);
+
+/// The message of a broken bound on `config.section.key`, named by the declaration.
+fn bound<T: Shown>(section: &str, key: &str, rule: &str, limit: &T, value: &T) -> String {
+    let setting = env::find(section, key).expect("a declared setting");
+    format!(
+        "{} must be {rule} {} (it is {})",
+        setting.var(),
+        limit.shown(setting),
+        value.shown(setting)
+    )
 }
 
-/// Why `url` cannot be the address providers call, if it cannot: plain http (webhooks and
-/// their signatures would cross the internet in clear), or a host that is this machine.
-fn public_url_problem(url: &Url) -> Option<&'static str> {
-    if url.scheme() != "https" {
-        return Some("it is not https");
-    }
-    let local = match url.host() {
-        None => true,
-        Some(Host::Domain(name)) => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            name == "localhost" || name.ends_with(".localhost")
-        }
-        Some(Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
-        Some(Host::Ipv6(ip)) => {
-            ip.is_loopback()
-                || ip.is_unspecified()
-                || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+/// `at_least!(broken, c.section.key, min)`: `c.section.key >= min`, or a line in `broken`.
+macro_rules! at_least {
+    ($broken:ident, $c:ident . $section:ident . $key:ident, $min:expr) => {
+        if $c.$section.$key < $min {
+            let key = (stringify!($section), stringify!($key));
+            $broken.push(bound(key.0, key.1, "at least", &$min, &$c.$section.$key));
         }
     };
-    local.then_some("it points at localhost")
 }
 
-fn budget(max_connections: u32) -> u64 {
-    (f64::from(max_connections) * CONNECTION_BUDGET_SHARE).floor() as u64
+/// `at_most!(broken, c.section.key, max)`: `c.section.key <= max`, or a line in `broken`.
+macro_rules! at_most {
+    ($broken:ident, $c:ident . $section:ident . $key:ident, $max:expr) => {
+        if $c.$section.$key > $max {
+            let key = (stringify!($section), stringify!($key));
+            $broken.push(bound(key.0, key.1, "at most", &$max, &$c.$section.$key));
+        }
+    };
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The lower and upper bounds of single settings.
+fn bounds(c: &Config, broken: &mut Vec<String>) {
+    // Counts of zero: no connection, no pod, no attempt, an empty batch, a breaker that
+    // opens before the first failure.
+    at_least!(broken, c.database.pool_size, 1);
+    at_least!(broken, c.app.expected_pods, 1);
+    at_least!(broken, c.inbox.max_attempts, 1);
+    at_least!(broken, c.inbox.sweep_batch, 1);
+    at_least!(broken, c.outbound.breaker_threshold, 1);
+    if c.database.max_connections == Some(0) {
+        broken.push(bound("database", "max_connections", "at least", &1u32, &0));
+    }
+    // Sizes below one small request or message.
+    at_least!(broken, c.http.body_limit_bytes, 1024);
+    at_least!(broken, c.inbox.text_max_bytes, 1024);
+    at_least!(broken, c.agent.prompt_max_bytes, 1024);
+    // The schema holds message text up to 1 MiB (migration client_text_limits).
+    at_most!(broken, c.inbox.text_max_bytes, 1_048_576);
+    // Timeouts of zero fail every call at once; a lease of zero lapses before its first
+    // renewal (every third of it).
+    at_least!(broken, c.http.header_timeout, ms(1));
+    at_least!(broken, c.http.body_timeout, ms(1));
+    at_least!(broken, c.http.request_timeout, ms(1));
+    at_least!(broken, c.outbound.timeout, ms(1));
+    at_least!(broken, c.outbound.breaker_cooldown, ms(1));
+    at_least!(broken, c.agent.health_timeout, ms(1));
+    at_least!(broken, c.rate_limit.redis_timeout, ms(1));
+    at_least!(broken, c.inbox.lease, secs(1));
+    at_least!(broken, c.outbox.lease, secs(1));
+    at_least!(broken, c.scheduler.lease, ms(300));
+    // Polls and slots that would spin.
+    at_least!(broken, c.workers.queue_poll, ms(10));
+    at_least!(broken, c.realtime.relay_poll, ms(10));
+    at_least!(broken, c.realtime.watchdog_interval, ms(50));
+    at_least!(broken, c.backpressure.sample_interval, ms(50));
+    at_least!(broken, c.inbox.sweep_interval, ms(100));
+    at_least!(broken, c.inbox.prune_interval, ms(100));
+    at_least!(broken, c.outbox.sweep_interval, ms(100));
+    at_least!(broken, c.outbound.dead_letter_interval, ms(100));
+    // Windows: clients retry an `Idempotency-Key` within a day; an alert window or a run
+    // history shorter than the jobs' own slots forgets what it is there to remember.
+    at_least!(broken, c.http.idempotency_ttl, secs(24 * 3600));
+    at_least!(broken, c.scheduler.history, secs(3600));
+    at_least!(broken, c.alerts.window, secs(1));
+}
+
+/// Rules between settings.
+fn across(c: &Config, broken: &mut Vec<String>) {
+    // The doubling is capped at the maximum: a base above it would make every wait the cap.
+    if c.inbox.retry_base > c.inbox.retry_max {
+        broken.push(format!(
+            "INBOX_RETRY_BASE_SECS ({}) must not exceed INBOX_RETRY_MAX_SECS ({})",
+            c.inbox.retry_base.as_secs(),
+            c.inbox.retry_max.as_secs()
+        ));
+    }
+    if c.app.env != AppEnv::Production && c.redis.prefix.is_empty() {
+        broken.push("REDIS_PREFIX must not be empty".into());
+    }
+}
+
+/// Values with a syntax of their own: the master key and the rate limits.
+fn syntax(c: &Config, broken: &mut Vec<String>) {
+    if let Some(key) = &c.channels.master_encryption_key {
+        if let Err(m) = crate::production::decode_master_key(key) {
+            broken.push(format!("MASTER_ENCRYPTION_KEY {m}"));
+        }
+    }
+    for (name, spec) in &c.rate_limit.policies {
+        if let Err(m) = crate::parse_rate(spec) {
+            broken.push(format!("{} {m}", env::table_var("RATE_LIMIT_", name)));
+        }
+    }
 }
 
 impl Config {
-    /// Invariants that can be checked from the configuration alone. Empty outside production.
-    pub fn static_violations(&self) -> Vec<Violation> {
-        if self.app_env != AppEnv::Production {
-            return Vec::new();
+    /// Every rule of this module; the TLS settings must agree too (`tls.rs`).
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        let mut broken = Vec::new();
+        bounds(self, &mut broken);
+        across(self, &mut broken);
+        syntax(self, &mut broken);
+        match self.check_tls() {
+            Ok(()) => {}
+            Err(ConfigError::Invalid(m)) => broken.push(m),
+            Err(other) => broken.push(other.to_string()),
         }
-        let mut out = Vec::new();
-        if self.demo_mode {
-            out.push(Violation::DemoMode);
+        if broken.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(broken.join("; ")))
         }
-        if self.fault_inject.is_some() {
-            out.push(Violation::FaultInjection);
-        }
-        let len = self.jwt_secret.expose_secret().chars().count();
-        if len < MIN_JWT_SECRET_LEN {
-            out.push(Violation::WeakJwtSecret { len });
-        }
-        if self.master_encryption_key.is_none() {
-            out.push(Violation::NoMasterKey);
-        }
-        if self.sentry_dsn.is_none() {
-            out.push(Violation::NoSentryDsn);
-        }
-        if self.redis_url.is_none() && self.redis_cluster_nodes.is_none() {
-            out.push(Violation::NoRedis);
-        }
-        if let Some(problem) = public_url_problem(&self.public_base_url) {
-            out.push(Violation::PublicBaseUrl { problem });
-        }
-        out.extend(self.plaintext_problem());
-        out
     }
-
-    /// The AA9 connection budget against the server's `max_connections`. Checked in every
-    /// environment, since an exhausted server fails the same way everywhere; only production
-    /// refuses to start on it.
-    pub fn connection_budget_violation(&self, max_connections: u32) -> Option<Violation> {
-        let wanted = u64::from(self.db_pool_size) * u64::from(self.expected_pods);
-        (wanted > budget(max_connections)).then_some(Violation::ConnectionBudget {
-            pool: self.db_pool_size,
-            pods: self.expected_pods,
-            max_connections,
-        })
-    }
-
-    /// The AA9 budget against `DB_MAX_CONNECTIONS`, when it is set: the whole of it is the
-    /// service's (a pooler reserves nothing else out of it). `None` when it is unset or holds.
-    pub fn declared_budget_violation(&self) -> Option<Violation> {
-        let max = self.db_max_connections?;
-        let wanted = u64::from(self.db_pool_size) * u64::from(self.expected_pods);
-        (wanted > u64::from(max)).then_some(Violation::DeclaredBudget {
-            pool: self.db_pool_size,
-            pods: self.expected_pods,
-            max,
-        })
-    }
-
-    /// The decoded AES-256 master key, if configured.
-    pub fn master_key_bytes(&self) -> Option<[u8; 32]> {
-        self.master_encryption_key
-            .as_ref()
-            .and_then(|k| decode_master_key(k).ok())
-    }
-}
-
-/// Accepts 32 bytes as standard base64 (44 chars) or hex (64 chars).
-pub(crate) fn decode_master_key(key: &SecretString) -> Result<[u8; 32], &'static str> {
-    let text = key.expose_secret().trim();
-    let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        hex::decode(text).map_err(|_| "is not valid hex")?
-    } else {
-        base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|_| "must be 32 bytes as base64 or 64 hex characters")?
-    };
-    bytes
-        .try_into()
-        .map_err(|_| "must be 32 bytes as base64 or 64 hex characters")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::collections::HashMap;
     use std::path::PathBuf;
 
-    const STRONG: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-
-    fn production(overrides: &[(&str, Option<&str>)]) -> Config {
+    fn load(pairs: &[(&str, &str)]) -> Result<crate::Config, String> {
         let mut vars: HashMap<String, String> = [
-            ("APP_ENV", "production"),
             ("DATABASE_URL", "postgres://localhost/db"),
-            ("REDIS_URL", "rediss://localhost"),
-            ("JWT_SECRET", STRONG),
-            ("MASTER_ENCRYPTION_KEY", KEY),
-            ("SENTRY_DSN", "https://key@sentry.example/1"),
-            ("PUBLIC_BASE_URL", "https://switchboard.example.com"),
+            ("JWT_SECRET", "short"),
         ]
         .iter()
+        .chain(pairs)
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-        for (k, v) in overrides {
-            match v {
-                Some(v) => vars.insert((*k).to_owned(), (*v).to_owned()),
-                None => vars.remove(*k),
-            };
-        }
+        vars.insert("APP_ENV".into(), "test".into());
         let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config"));
-        crate::load_from(&vars, &dir).expect("loads")
+        crate::load_from(&vars, &dir).map_err(|e| e.to_string())
     }
 
     #[test]
-    fn a_complete_production_config_passes() {
-        let c = production(&[]);
-        assert!(c.static_violations().is_empty());
-        assert_eq!(c.connection_budget_violation(100), None);
-        assert!(c.master_key_bytes().is_some());
+    fn the_shipped_defaults_hold() {
+        load(&[]).expect("loads");
     }
 
     #[test]
-    fn each_invariant_is_reported() {
-        type Overrides<'a> = &'a [(&'a str, Option<&'a str>)];
-        let cases: &[(Overrides, Violation)] = &[
-            (&[("DEMO_MODE", Some("true"))], Violation::DemoMode),
+    fn each_bound_names_its_variable_in_its_unit() {
+        let cases = [
             (
-                &[("JWT_SECRET", Some("short"))],
-                Violation::WeakJwtSecret { len: 5 },
+                "QUEUE_POLL_MS",
+                "9",
+                "QUEUE_POLL_MS must be at least 10 (it is 9)",
             ),
-            (&[("MASTER_ENCRYPTION_KEY", None)], Violation::NoMasterKey),
-            (&[("SENTRY_DSN", None)], Violation::NoSentryDsn),
-            (&[("REDIS_URL", None)], Violation::NoRedis),
+            (
+                "INBOX_LEASE_SECS",
+                "0",
+                "INBOX_LEASE_SECS must be at least 1 (it is 0)",
+            ),
+            (
+                "OUTBOX_LEASE_SECS",
+                "0",
+                "OUTBOX_LEASE_SECS must be at least 1",
+            ),
+            (
+                "OUTBOUND_TIMEOUT_MS",
+                "0",
+                "OUTBOUND_TIMEOUT_MS must be at least 1",
+            ),
+            (
+                "OUTBOUND_BREAKER_THRESHOLD",
+                "0",
+                "OUTBOUND_BREAKER_THRESHOLD must be at least 1",
+            ),
+            (
+                "OUTBOUND_BREAKER_COOLDOWN_MS",
+                "0",
+                "OUTBOUND_BREAKER_COOLDOWN_MS must be at least 1",
+            ),
+            (
+                "AGENT_HEALTH_TIMEOUT_MS",
+                "0",
+                "AGENT_HEALTH_TIMEOUT_MS must be at least 1",
+            ),
+            (
+                "RATE_LIMIT_REDIS_TIMEOUT_MS",
+                "0",
+                "RATE_LIMIT_REDIS_TIMEOUT_MS must be at least 1",
+            ),
+            ("RELAY_POLL_MS", "5", "RELAY_POLL_MS must be at least 10"),
+            (
+                "REALTIME_WATCHDOG_MS",
+                "49",
+                "REALTIME_WATCHDOG_MS must be at least 50",
+            ),
+            (
+                "BACKPRESSURE_SAMPLE_MS",
+                "10",
+                "BACKPRESSURE_SAMPLE_MS must be at least 50",
+            ),
+            (
+                "IDEMPOTENCY_TTL_HOURS",
+                "12",
+                "IDEMPOTENCY_TTL_HOURS must be at least 24 (it is 12)",
+            ),
+            (
+                "SCHEDULER_HISTORY_HOURS",
+                "0",
+                "SCHEDULER_HISTORY_HOURS must be at least 1",
+            ),
+            (
+                "SCHEDULER_LEASE_MS",
+                "299",
+                "SCHEDULER_LEASE_MS must be at least 300",
+            ),
+            (
+                "ALERT_WINDOW_SECS",
+                "0",
+                "ALERT_WINDOW_SECS must be at least 1",
+            ),
+            (
+                "INBOX_SWEEP_INTERVAL_MS",
+                "99",
+                "INBOX_SWEEP_INTERVAL_MS must be at least 100",
+            ),
+            (
+                "INBOX_PRUNE_INTERVAL_MS",
+                "99",
+                "INBOX_PRUNE_INTERVAL_MS must be at least 100",
+            ),
+            (
+                "OUTBOX_SWEEP_INTERVAL_MS",
+                "99",
+                "OUTBOX_SWEEP_INTERVAL_MS must be at least 100",
+            ),
+            (
+                "DEAD_LETTER_INTERVAL_MS",
+                "99",
+                "DEAD_LETTER_INTERVAL_MS must be at least 100",
+            ),
+            ("DB_POOL_SIZE", "0", "DB_POOL_SIZE must be at least 1"),
+            (
+                "DB_MAX_CONNECTIONS",
+                "0",
+                "DB_MAX_CONNECTIONS must be at least 1",
+            ),
+            ("EXPECTED_PODS", "0", "EXPECTED_PODS must be at least 1"),
+            (
+                "INBOX_MAX_ATTEMPTS",
+                "0",
+                "INBOX_MAX_ATTEMPTS must be at least 1",
+            ),
+            (
+                "INBOX_MAX_ATTEMPTS",
+                "2147483648",
+                "(INBOX_MAX_ATTEMPTS): expected i32",
+            ),
+            (
+                "INBOX_SWEEP_BATCH",
+                "0",
+                "INBOX_SWEEP_BATCH must be at least 1",
+            ),
+            (
+                "BODY_LIMIT_BYTES",
+                "1023",
+                "BODY_LIMIT_BYTES must be at least 1024",
+            ),
+            (
+                "INBOUND_TEXT_MAX_BYTES",
+                "2000000",
+                "INBOUND_TEXT_MAX_BYTES must be at most 1048576",
+            ),
+            (
+                "AGENT_PROMPT_MAX_BYTES",
+                "10",
+                "AGENT_PROMPT_MAX_BYTES must be at least 1024",
+            ),
+            (
+                "HTTP_HEADER_TIMEOUT_MS",
+                "0",
+                "HTTP_HEADER_TIMEOUT_MS must be at least 1",
+            ),
+            (
+                "HTTP_BODY_TIMEOUT_MS",
+                "0",
+                "HTTP_BODY_TIMEOUT_MS must be at least 1",
+            ),
+            (
+                "HTTP_REQUEST_TIMEOUT_MS",
+                "0",
+                "HTTP_REQUEST_TIMEOUT_MS must be at least 1",
+            ),
         ];
-        for (overrides, expected) in cases {
-            let v = production(overrides).static_violations();
-            assert_eq!(v, vec![expected.clone()], "{overrides:?}");
+        for (var, value, expected) in cases {
+            let err = load(&[(var, value)]).expect_err(var);
+            assert!(err.contains(expected), "{var}={value}: {err}");
         }
     }
 
     #[test]
-    fn production_wants_a_public_https_base_url() {
-        let refused = [
-            ("http://switchboard.example.com", "it is not https"),
-            ("https://localhost:8080", "it points at localhost"),
-            ("https://LOCALHOST.", "it points at localhost"),
-            ("https://api.localhost", "it points at localhost"),
-            ("https://127.0.0.2", "it points at localhost"),
-            ("https://[::1]:8443", "it points at localhost"),
-            ("https://0.0.0.0", "it points at localhost"),
-        ];
-        for (url, problem) in refused {
-            let v = production(&[("PUBLIC_BASE_URL", Some(url))]).static_violations();
-            assert_eq!(v, vec![Violation::PublicBaseUrl { problem }], "{url}");
-            assert!(v[0].to_string().starts_with("PUBLIC_BASE_URL must be"));
-        }
-        for url in [
-            "https://switchboard.example.com",
-            "https://10.0.0.5:8443/sb",
-        ] {
-            let c = production(&[("PUBLIC_BASE_URL", Some(url))]);
-            assert!(c.static_violations().is_empty(), "{url}");
-        }
-        // Only production refuses it: the local stack runs on http://localhost.
-        let dev = production(&[
-            ("APP_ENV", Some("development")),
-            ("PUBLIC_BASE_URL", Some("http://localhost:8080")),
+    fn zero_stays_off_where_it_means_off() {
+        let c = load(&[
+            ("WORKER_CONCURRENCY", "0"),
+            ("MAX_IN_FLIGHT", "0"),
+            ("ACCEPT_PRIORITY_IN_FLIGHT", "0"),
+            ("BACKPRESSURE_INBOUND_DEPTH", "0"),
+            ("BACKPRESSURE_OUTBOUND_DEPTH", "0"),
+            ("SOCKETS_PER_USER", "0"),
+            ("SOCKETS_PER_ADDRESS", "0"),
+            ("DRAIN_DELAY_MS", "0"),
+            ("INBOX_RETRY_BASE_SECS", "0"),
+            ("PORT", "0"),
         ]);
-        assert!(dev.static_violations().is_empty());
+        c.expect("loads");
     }
 
     #[test]
-    fn connection_budget_is_80_percent() {
-        let c = production(&[("DB_POOL_SIZE", Some("40")), ("EXPECTED_PODS", Some("2"))]);
-        assert_eq!(c.connection_budget_violation(100), None);
-        let v = c.connection_budget_violation(99).expect("80 > 79");
-        assert!(v.to_string().contains("max_connections 99"));
-    }
-
-    #[test]
-    fn a_declared_budget_replaces_the_servers() {
-        let c = production(&[
-            ("DB_POOL_SIZE", Some("40")),
-            ("EXPECTED_PODS", Some("3")),
-            ("DB_MAX_CONNECTIONS", Some("100")),
-        ]);
-        let v = c.declared_budget_violation().expect("120 > 100");
-        assert!(v.to_string().contains("DB_MAX_CONNECTIONS 100"), "{v}");
-        let fits = production(&[
-            ("DB_POOL_SIZE", Some("40")),
-            ("DB_MAX_CONNECTIONS", Some("80")),
-        ]);
-        assert_eq!(fits.declared_budget_violation(), None);
-        assert_eq!(production(&[]).declared_budget_violation(), None);
-    }
-
-    #[test]
-    fn production_wants_tls_asked_for() {
-        let v = production(&[("REDIS_URL", Some("redis://cache"))]).static_violations();
+    fn the_retry_base_stays_below_its_cap() {
+        let err = load(&[
+            ("INBOX_RETRY_BASE_SECS", "7200"),
+            ("INBOX_RETRY_MAX_SECS", "3600"),
+        ])
+        .expect_err("rejects");
         assert!(
-            matches!(
-                v.as_slice(),
-                [Violation::WeakTls {
-                    setting: "REDIS_TLS",
-                    ..
-                }]
+            err.contains(
+                "INBOX_RETRY_BASE_SECS (7200) must not exceed INBOX_RETRY_MAX_SECS (3600)"
             ),
-            "{v:?}"
+            "{err}"
         );
-        let ok = production(&[
-            ("REDIS_URL", Some("redis://cache")),
-            ("REDIS_TLS", Some("off")),
-        ]);
-        assert!(ok.static_violations().is_empty());
     }
 
     #[test]
-    fn not_enforced_outside_production() {
-        let c = production(&[
-            ("APP_ENV", Some("development")),
-            ("DEMO_MODE", Some("true")),
-        ]);
-        assert!(c.static_violations().is_empty());
+    fn every_broken_rule_is_reported_at_once() {
+        let err = load(&[("QUEUE_POLL_MS", "1"), ("OUTBOX_LEASE_SECS", "0")]).expect_err("rejects");
+        assert!(
+            err.contains("QUEUE_POLL_MS") && err.contains("OUTBOX_LEASE_SECS"),
+            "{err}"
+        );
     }
 
     #[test]
-    fn hex_master_key_accepted() {
-        let c = production(&[("MASTER_ENCRYPTION_KEY", Some(STRONG))]);
-        assert_eq!(c.master_key_bytes().map(|k| k[1]), Some(0x23));
+    fn malformed_rates_name_their_variable() {
+        let err = load(&[("RATE_LIMIT_LOGIN_IP", "lots")]).expect_err("rejects");
+        assert!(err.contains("RATE_LIMIT_LOGIN_IP must be"), "{err}");
     }
 }

@@ -1,134 +1,26 @@
 //! Building a [`Config`] from the three layers and validating it once.
+//!
+//! Every layer is first put in the structs' shape and checked against the declared settings
+//! (`env.rs`): the environment by each setting's variable, the TOML files by their
+//! `[section] key`. A key no setting has refuses the start, so a typo or a key from an older
+//! layout is never ignored quietly.
 
-use crate::{AppEnv, Config};
-use figment::Figment;
+use crate::Config;
+use crate::env;
+use crate::sections::SETTINGS;
 use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Value};
+use figment::{Figment, Provider};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 const DEFAULTS: &str = include_str!("../../../config/default.toml");
 
-/// Keys read from the environment, and whether their value is taken verbatim (strings,
-/// secrets, URLs) or parsed (numbers, booleans).
-const ENV_KEYS: &[(&str, Kind)] = &[
-    ("app_env", Kind::Verbatim),
-    ("bind_addr", Kind::Verbatim),
-    ("port", Kind::Parsed),
-    ("database_url", Kind::Verbatim),
-    ("database_direct_url", Kind::Verbatim),
-    ("database_tls", Kind::Verbatim),
-    ("database_tls_ca", Kind::Verbatim),
-    ("database_pooler", Kind::Verbatim),
-    ("db_max_connections", Kind::Parsed),
-    ("redis_url", Kind::Verbatim),
-    ("redis_cluster_nodes", Kind::Verbatim),
-    ("redis_tls", Kind::Verbatim),
-    ("redis_tls_ca", Kind::Verbatim),
-    ("redis_prefix", Kind::Verbatim),
-    ("jwt_secret", Kind::Verbatim),
-    ("jwt_ttl_secs", Kind::Parsed),
-    ("master_encryption_key", Kind::Verbatim),
-    ("sentry_dsn", Kind::Verbatim),
-    ("public_base_url", Kind::Verbatim),
-    ("agent_url", Kind::Verbatim),
-    ("agent_mode", Kind::Verbatim),
-    ("agent_api_key", Kind::Verbatim),
-    ("agent_model", Kind::Verbatim),
-    ("agent_timeout_secs", Kind::Parsed),
-    ("slack_api_base", Kind::Verbatim),
-    ("twilio_api_base", Kind::Verbatim),
-    ("telegram_api_base", Kind::Verbatim),
-    ("resend_api_base", Kind::Verbatim),
-    ("demo_mode", Kind::Parsed),
-    ("db_pool_size", Kind::Parsed),
-    ("expected_pods", Kind::Parsed),
-    ("body_limit_bytes", Kind::Parsed),
-    ("drain_delay_ms", Kind::Parsed),
-    ("shutdown_budget_secs", Kind::Parsed),
-    ("ready_timeout_ms", Kind::Parsed),
-    ("log_level", Kind::Verbatim),
-    ("log_format", Kind::Verbatim),
-    ("pod_id", Kind::Verbatim),
-    ("worker_concurrency", Kind::Parsed),
-    ("queue_poll_ms", Kind::Parsed),
-    ("accept_priority_in_flight", Kind::Parsed),
-    ("inbox_grace_secs", Kind::Parsed),
-    ("inbox_lease_secs", Kind::Parsed),
-    ("inbox_sweep_interval_ms", Kind::Parsed),
-    ("inbox_max_attempts", Kind::Parsed),
-    ("inbox_retry_base_secs", Kind::Parsed),
-    ("inbox_retry_max_secs", Kind::Parsed),
-    ("inbox_sweep_batch", Kind::Parsed),
-    ("inbox_retention_days", Kind::Parsed),
-    ("inbox_prune_interval_ms", Kind::Parsed),
-    ("inbound_text_max_bytes", Kind::Parsed),
-    ("agent_prompt_max_bytes", Kind::Parsed),
-    ("http_header_timeout_ms", Kind::Parsed),
-    ("http_body_timeout_ms", Kind::Parsed),
-    ("http_request_timeout_ms", Kind::Parsed),
-    ("metrics_addr", Kind::Verbatim),
-    ("events_retention_hours", Kind::Parsed),
-    ("realtime_watchdog_ms", Kind::Parsed),
-    ("outbox_grace_secs", Kind::Parsed),
-    ("outbox_sweep_interval_ms", Kind::Parsed),
-    ("relay_poll_ms", Kind::Parsed),
-    ("http2_cleartext", Kind::Parsed),
-    ("sockets_per_user", Kind::Parsed),
-    ("sockets_per_address", Kind::Parsed),
-    ("idempotency_ttl_hours", Kind::Parsed),
-    ("outbound_timeout_ms", Kind::Parsed),
-    ("outbox_lease_secs", Kind::Parsed),
-    ("outbound_retry_base_ms", Kind::Parsed),
-    ("outbound_max_inline_wait_ms", Kind::Parsed),
-    ("outbound_breaker_threshold", Kind::Parsed),
-    ("outbound_breaker_cooldown_ms", Kind::Parsed),
-    ("dead_letter_interval_ms", Kind::Parsed),
-    ("dead_letter_backoff_ms", Kind::Parsed),
-    ("fault_inject", Kind::Verbatim),
-    ("scheduler_lease_ms", Kind::Parsed),
-    ("scheduler_history_hours", Kind::Parsed),
-    ("scheduler_skip_missed", Kind::Verbatim),
-    ("alert_window_secs", Kind::Parsed),
-    ("agent_health_timeout_ms", Kind::Parsed),
-    ("rate_limit_shadow", Kind::Verbatim),
-    ("rate_limit_redis_timeout_ms", Kind::Parsed),
-    ("trusted_proxies", Kind::Verbatim),
-    ("max_in_flight", Kind::Parsed),
-    ("backpressure_inbound_depth", Kind::Parsed),
-    ("backpressure_outbound_depth", Kind::Parsed),
-    ("backpressure_sample_ms", Kind::Parsed),
-];
-
-/// Tables whose entries are set one variable each: `SCHEDULE_{JOB}` (job names upper-cased,
-/// `-` as `_`) and `RATE_LIMIT_{POLICY}`.
-const ENV_TABLES: &[(&str, &str, &[&str])] = &[
-    ("schedules", "SCHEDULE_", crate::SCHEDULED_JOBS),
-    ("rate_limits", "RATE_LIMIT_", crate::RATE_LIMIT_POLICIES),
-];
-
-/// Secrets that may be passed by reference as `{NAME}_FILE`.
-const SECRET_KEYS: &[&str] = &[
-    "database_url",
-    "database_direct_url",
-    "redis_url",
-    "redis_cluster_nodes",
-    "jwt_secret",
-    "master_encryption_key",
-    "sentry_dsn",
-    "agent_api_key",
-];
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Verbatim,
-    Parsed,
-}
-
 /// Why configuration could not be loaded. Messages never contain secret values.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// A layer could not be read or a value has the wrong type or is missing.
+    /// A layer could not be read, or a value is missing, has the wrong type or breaks a
+    /// rule; every broken rule is named, one per `;`.
     #[error("invalid configuration: {0}")]
     Invalid(String),
     /// A `{NAME}_FILE` reference could not be read.
@@ -156,66 +48,103 @@ pub fn load() -> Result<Config, ConfigError> {
 /// Loads the configuration from the given variables and config directory; `load()` without
 /// touching the process environment, so tests can run side by side.
 pub fn load_from(vars: &HashMap<String, String>, config_dir: &Path) -> Result<Config, ConfigError> {
-    let env_layer = env_layer(vars)?;
-    let app_env = match env_layer.get("app_env") {
-        Some(Value::String(_, name)) => name.clone(),
-        _ => Figment::from(Toml::string(DEFAULTS))
-            .extract_inner::<String>("app_env")
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?,
-    };
+    let env = env_layer(vars)?;
+    let defaults = file_layer("config/default.toml", Toml::string(DEFAULTS))?;
+    let app_env = [&env, &defaults]
+        .into_iter()
+        .find_map(|layer| {
+            layer
+                .get("app")
+                .and_then(Value::as_dict)
+                .and_then(|app| app.get("env"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
     let env_file = config_dir.join(format!("{app_env}.toml"));
-    let config: Config = Figment::from(Toml::string(DEFAULTS))
-        .merge(Toml::file(env_file))
-        .merge(Serialized::defaults(env_layer))
+    let file = file_layer(&env_file.display().to_string(), Toml::file(&env_file))?;
+    let config: Config = Figment::from(Serialized::defaults(sections()))
+        .merge(Serialized::defaults(defaults))
+        .merge(Serialized::defaults(file))
+        .merge(Serialized::defaults(env))
         .extract()
         .map_err(|e| ConfigError::Invalid(describe(e)))?;
-    config.check_shape()?;
+    config.check()?;
     Ok(config)
 }
 
-/// The environment layer: known keys only (so `HOST`, `PATH` and friends never leak in),
-/// with `{NAME}_FILE` references resolved.
+/// Every section, empty: a section nothing sets is still there to report its missing keys.
+fn sections() -> Dict {
+    SETTINGS
+        .iter()
+        .map(|s| (s.section.to_owned(), Value::from(Dict::new())))
+        .collect()
+}
+
+/// Puts `value` at `[section] key`.
+fn insert(layer: &mut Dict, section: &str, key: &str, value: Value) {
+    let entry = layer
+        .entry(section.to_owned())
+        .or_insert_with(|| Value::from(Dict::new()));
+    if let Value::Dict(_, dict) = entry {
+        dict.insert(key.to_owned(), value);
+    }
+}
+
+/// The environment layer: the declared variables only (so `HOST`, `PATH` and friends never
+/// leak in), with `{NAME}_FILE` references resolved.
 fn env_layer(vars: &HashMap<String, String>) -> Result<Dict, ConfigError> {
-    let mut dict = Dict::new();
-    for (key, kind) in ENV_KEYS {
-        let upper = key.to_ascii_uppercase();
-        let mut value = vars.get(&upper).cloned();
-        if SECRET_KEYS.contains(key) {
-            let file_var = format!("{upper}_FILE");
-            if let Some(path) = vars.get(&file_var) {
-                let text =
-                    std::fs::read_to_string(path).map_err(|source| ConfigError::SecretFile {
-                        var: file_var.clone(),
-                        path: PathBuf::from(path),
-                        source,
-                    })?;
-                value = Some(text.trim_end_matches(['\n', '\r']).to_owned());
-            }
-        }
-        let Some(value) = value.filter(|v| !v.is_empty()) else {
-            continue;
-        };
-        let value = match kind {
-            Kind::Verbatim => Value::from(value),
-            Kind::Parsed => value
-                .parse::<Value>()
-                .map_err(|_| ConfigError::Invalid(format!("{upper} is not a valid value")))?,
-        };
-        dict.insert((*key).to_owned(), value);
-    }
-    for (table, prefix, names) in ENV_TABLES {
-        let mut entries = Dict::new();
-        for name in *names {
-            let var = format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"));
-            if let Some(value) = vars.get(&var).filter(|v| !v.is_empty()) {
-                entries.insert((*name).to_owned(), Value::from(value.clone()));
-            }
-        }
-        if !entries.is_empty() {
-            dict.insert((*table).to_owned(), Value::from(entries));
+    let mut layer = Dict::new();
+    for setting in SETTINGS {
+        if let Some(value) = setting.env_value(vars)? {
+            insert(&mut layer, setting.section, setting.key, value);
         }
     }
-    Ok(dict)
+    Ok(layer)
+}
+
+/// A TOML layer (`origin` names it in errors), every key a declared setting.
+fn file_layer(origin: &str, toml: impl Provider) -> Result<Dict, ConfigError> {
+    let invalid = |m: String| ConfigError::Invalid(format!("{origin}: {m}"));
+    let raw: Dict = Figment::from(toml)
+        .extract()
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut layer = Dict::new();
+    for (section, entries) in raw {
+        if !SETTINGS.iter().any(|s| s.section == section) {
+            return Err(invalid(unknown_section(&section)));
+        }
+        let Some(entries) = entries.into_dict() else {
+            return Err(invalid(format!("[{section}] must be a table")));
+        };
+        for (key, value) in entries {
+            let setting = env::find(&section, &key)
+                .ok_or_else(|| invalid(format!("unknown key {key} in [{section}]")))?;
+            let value = setting
+                .file_value(value)
+                .map_err(|m| invalid(format!("[{section}] {key} ({}): {m}", setting.var())))?;
+            insert(&mut layer, &section, &key, value);
+        }
+    }
+    Ok(layer)
+}
+
+/// Why a top-level TOML key is refused. A flat key of the layout before sections
+/// (`drain_delay_ms`) is told where its setting is now.
+fn unknown_section(name: &str) -> String {
+    if let Some(s) = SETTINGS.iter().find(|s| s.var().eq_ignore_ascii_case(name)) {
+        let how = match s.unit() {
+            Some(_) => ", a duration with its unit such as \"30s\"",
+            None => "",
+        };
+        return format!("{name} is now `{}` in [{}]{how}", s.key, s.section);
+    }
+    let mut sections: Vec<&str> = SETTINGS.iter().map(|s| s.section).collect();
+    sections.dedup();
+    format!(
+        "unknown key {name} (the sections are {})",
+        sections.join(", ")
+    )
 }
 
 /// Figment errors name the key; make them name the environment variable too, and never
@@ -224,10 +153,12 @@ fn describe(error: figment::Error) -> String {
     error
         .into_iter()
         .map(|e| {
-            let path = e.path.join(".");
+            let mut path = e.path.clone();
             let kind = match &e.kind {
                 figment::error::Kind::MissingField(field) => {
-                    return format!("missing {} (set {})", field, field.to_ascii_uppercase());
+                    path.push(field.to_string());
+                    let var = env::var_at(&path).unwrap_or_else(|| path.join("."));
+                    return format!("missing {} (set {var})", path.join("."));
                 }
                 figment::error::Kind::InvalidType(_, expected) => format!("expected {expected}"),
                 figment::error::Kind::InvalidValue(_, expected) => format!("expected {expected}"),
@@ -236,99 +167,19 @@ fn describe(error: figment::Error) -> String {
                 }
                 other => other.to_string(),
             };
-            format!("{} ({}): {kind}", path, path.to_ascii_uppercase())
+            let var = env::var_at(&path).unwrap_or_else(|| path.join(".").to_ascii_uppercase());
+            format!("{} ({var}): {kind}", path.join("."))
         })
         .collect::<Vec<_>>()
         .join("; ")
 }
 
-impl Config {
-    /// Checks that do not depend on the environment: values that parse but cannot work.
-    fn check_shape(&self) -> Result<(), ConfigError> {
-        if self.db_pool_size == 0 {
-            return Err(ConfigError::Invalid(
-                "DB_POOL_SIZE must be at least 1".into(),
-            ));
-        }
-        if self.expected_pods == 0 {
-            return Err(ConfigError::Invalid(
-                "EXPECTED_PODS must be at least 1".into(),
-            ));
-        }
-        if self.body_limit_bytes < 1024 {
-            return Err(ConfigError::Invalid(
-                "BODY_LIMIT_BYTES must be at least 1024".into(),
-            ));
-        }
-        if self.inbox_max_attempts == 0 || self.inbox_sweep_batch < 1 {
-            return Err(ConfigError::Invalid(
-                "INBOX_MAX_ATTEMPTS and INBOX_SWEEP_BATCH must be at least 1".into(),
-            ));
-        }
-        if self.inbound_text_max_bytes < 1024 || self.agent_prompt_max_bytes < 1024 {
-            return Err(ConfigError::Invalid(
-                "INBOUND_TEXT_MAX_BYTES and AGENT_PROMPT_MAX_BYTES must be at least 1024".into(),
-            ));
-        }
-        // The schema holds message text up to 1 MiB (migration client_text_limits).
-        if self.inbound_text_max_bytes > 1_048_576 {
-            return Err(ConfigError::Invalid(
-                "INBOUND_TEXT_MAX_BYTES must be at most 1048576 (1 MiB)".into(),
-            ));
-        }
-        if self.http_header_timeout_ms == 0
-            || self.http_body_timeout_ms == 0
-            || self.http_request_timeout_ms == 0
-        {
-            return Err(ConfigError::Invalid(
-                "HTTP_HEADER_TIMEOUT_MS, HTTP_BODY_TIMEOUT_MS and HTTP_REQUEST_TIMEOUT_MS must be positive".into(),
-            ));
-        }
-        if let Some(key) = &self.master_encryption_key {
-            crate::invariants::decode_master_key(key)
-                .map_err(|m| ConfigError::Invalid(format!("MASTER_ENCRYPTION_KEY {m}")))?;
-        }
-        for name in self.schedules.keys() {
-            if !crate::SCHEDULED_JOBS.contains(&name.as_str()) {
-                return Err(ConfigError::Invalid(format!(
-                    "schedules: unknown job {name} (known: {})",
-                    crate::SCHEDULED_JOBS.join(", ")
-                )));
-            }
-        }
-        for (name, spec) in &self.rate_limits {
-            let var = format!("RATE_LIMIT_{}", name.to_ascii_uppercase());
-            if !crate::RATE_LIMIT_POLICIES.contains(&name.as_str()) {
-                return Err(ConfigError::Invalid(format!(
-                    "rate_limits: unknown policy {name}"
-                )));
-            }
-            crate::parse_rate(spec).map_err(|m| ConfigError::Invalid(format!("{var} {m}")))?;
-        }
-        if self.scheduler_lease_ms < 300 {
-            return Err(ConfigError::Invalid(
-                "SCHEDULER_LEASE_MS must be at least 300".into(),
-            ));
-        }
-        if self.db_max_connections == Some(0) {
-            return Err(ConfigError::Invalid(
-                "DB_MAX_CONNECTIONS must be at least 1".into(),
-            ));
-        }
-        self.check_tls()?;
-        if self.app_env != AppEnv::Production && self.redis_prefix.is_empty() {
-            return Err(ConfigError::Invalid(
-                "REDIS_PREFIX must not be empty".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AppEnv;
     use secrecy::ExposeSecret;
+    use std::time::Duration;
 
     fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
@@ -352,13 +203,15 @@ mod tests {
         v.insert("APP_ENV".into(), "test".into());
         v.insert("PORT".into(), "4123".into());
         let c = load_from(&v, &dir()).expect("loads");
-        assert_eq!(c.port, 4123);
-        assert_eq!(c.app_env, AppEnv::Test);
+        assert_eq!(c.http.port, 4123);
+        assert_eq!(c.app.env, AppEnv::Test);
         // from config/test.toml
-        assert_eq!(c.drain_delay_ms, 0);
-        // from defaults
-        assert_eq!(c.shutdown_budget_secs, 10);
-        assert_eq!(c.jwt_ttl_secs, 86400);
+        assert_eq!(c.lifecycle.drain_delay, Duration::ZERO);
+        assert_eq!(c.lifecycle.shutdown_budget, Duration::from_secs(10));
+        assert_eq!(c.rate_limit("default"), "1000000/min");
+        // from defaults, tables merged entry by entry
+        assert_eq!(c.auth.jwt_ttl, Duration::from_secs(86400));
+        assert_eq!(c.rate_limit("login_failures"), "10/15min");
     }
 
     #[test]
@@ -374,7 +227,7 @@ mod tests {
         let mut v = vars(BASE);
         v.insert("JWT_SECRET".into(), "1234567890".into());
         let c = load_from(&v, &dir()).expect("loads");
-        assert_eq!(c.jwt_secret.expose_secret(), "1234567890");
+        assert_eq!(c.auth.jwt_secret.expose_secret(), "1234567890");
     }
 
     #[test]
@@ -384,7 +237,7 @@ mod tests {
         let mut v = vars(BASE);
         v.insert("JWT_SECRET_FILE".into(), path.display().to_string());
         let c = load_from(&v, &dir()).expect("loads");
-        assert_eq!(c.jwt_secret.expose_secret(), "from-a-file");
+        assert_eq!(c.auth.jwt_secret.expose_secret(), "from-a-file");
         let _ = std::fs::remove_file(path);
     }
 
@@ -417,5 +270,97 @@ mod tests {
         let err = load_from(&v, &dir()).expect_err("rejects").to_string();
         assert!(err.contains("MASTER_ENCRYPTION_KEY"), "{err}");
         assert!(!err.contains("too-short"));
+    }
+
+    #[test]
+    fn each_variable_keeps_its_unit() {
+        let mut v = vars(BASE);
+        for (var, n) in [
+            ("OUTBOUND_TIMEOUT_MS", "7"),
+            ("INBOX_GRACE_SECS", "7"),
+            ("EVENTS_RETENTION_HOURS", "7"),
+            ("INBOX_RETENTION_DAYS", "7"),
+        ] {
+            v.insert(var.into(), n.into());
+        }
+        let c = load_from(&v, &dir()).expect("loads");
+        assert_eq!(c.outbound.timeout, Duration::from_millis(7));
+        assert_eq!(c.inbox.grace, Duration::from_secs(7));
+        assert_eq!(c.realtime.events_retention, Duration::from_secs(7 * 3600));
+        assert_eq!(c.inbox.retention, Duration::from_secs(7 * 86_400));
+        v.insert("INBOX_GRACE_SECS".into(), "30s".into());
+        let err = load_from(&v, &dir()).expect_err("rejects").to_string();
+        assert!(
+            err.contains("INBOX_GRACE_SECS must be a whole number of seconds"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tables_are_set_one_variable_per_entry() {
+        let mut v = vars(BASE);
+        v.insert("SCHEDULE_DAILY_SUMMARY".into(), "@every 5s".into());
+        v.insert("RATE_LIMIT_LOGIN_IP".into(), "5/s".into());
+        let c = load_from(&v, &dir()).expect("loads");
+        assert_eq!(c.schedule("daily-summary").as_deref(), Some("@every 5s"));
+        assert_eq!(
+            c.schedule("weekly-report").as_deref(),
+            Some("0 0 9 * * Mon")
+        );
+        assert_eq!(
+            c.schedule("inbox-sweeper").as_deref(),
+            Some("@every 15000ms")
+        );
+        assert_eq!(c.rate_limit("login_ip"), "5/s");
+        assert_eq!(c.rate_limit("default"), "1200/min");
+    }
+
+    /// A config directory holding `development.toml` with `text`.
+    fn with_file(text: &str) -> PathBuf {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("sb-config-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("development.toml"), text).expect("write");
+        dir
+    }
+
+    #[test]
+    fn a_file_sets_durations_with_their_unit() {
+        let dir = with_file("[inbox]\ngrace = \"2min\"\n[lifecycle]\ndrain_delay = \"250ms\"\n");
+        let c = load_from(&vars(BASE), &dir).expect("loads");
+        assert_eq!(c.inbox.grace, Duration::from_secs(120));
+        assert_eq!(c.lifecycle.drain_delay, Duration::from_millis(250));
+        let dir = with_file("[inbox]\ngrace = 30\n");
+        let err = load_from(&vars(BASE), &dir)
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            err.contains("INBOX_GRACE_SECS") && err.contains("\"30s\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_file_keys_refuse_the_start() {
+        let dir = with_file("[inbox]\ngrace_secs = \"30s\"\n");
+        let err = load_from(&vars(BASE), &dir)
+            .expect_err("rejects")
+            .to_string();
+        assert!(err.contains("unknown key grace_secs in [inbox]"), "{err}");
+        // A flat key from before the sections says where its setting is now.
+        let dir = with_file("drain_delay_ms = 1000\n");
+        let err = load_from(&vars(BASE), &dir)
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            err.contains("drain_delay_ms is now `drain_delay` in [lifecycle]"),
+            "{err}"
+        );
+        let dir = with_file("[scheduler.schedules]\nnightly = \"0 0 3 * * *\"\n");
+        let err = load_from(&vars(BASE), &dir)
+            .expect_err("rejects")
+            .to_string();
+        assert!(err.contains("unknown entry nightly"), "{err}");
     }
 }

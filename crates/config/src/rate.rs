@@ -28,15 +28,7 @@ pub fn parse_rate(spec: &str) -> Result<Option<RateSpec>, String> {
     } else {
         count.parse().map_err(|_| bad())?
     };
-    let unit_secs = match unit {
-        "ms" => return per(limit, Duration::from_millis(count)),
-        "s" | "sec" | "second" => 1,
-        "m" | "min" | "minute" => 60,
-        "h" | "hour" => 3600,
-        "d" | "day" => 86_400,
-        _ => return Err(bad()),
-    };
-    per(limit, Duration::from_secs(count.saturating_mul(unit_secs)))
+    per(limit, crate::env::unit_times(unit, count).ok_or_else(bad)?)
 }
 
 fn per(limit: u64, period: Duration) -> Result<Option<RateSpec>, String> {

@@ -120,8 +120,8 @@ fn same_pg_mode(mode: TlsMode, sslmode: &str) -> bool {
 impl Config {
     /// The Postgres TLS to use, or why the settings contradict each other.
     pub fn pg_tls(&self) -> Result<PgTls, ConfigError> {
-        let sslmode = url_sslmode(self.database_url.expose_secret());
-        if let Some(url) = &self.database_direct_url {
+        let sslmode = url_sslmode(self.database.url.expose_secret());
+        if let Some(url) = &self.database.direct_url {
             if let (Some(a), Some(b)) = (&sslmode, url_sslmode(url.expose_secret())) {
                 if *a != b {
                     return Err(ConfigError::Invalid(format!(
@@ -130,24 +130,24 @@ impl Config {
                 }
             }
         }
-        let tls = match (self.database_tls, sslmode.as_deref()) {
+        let tls = match (self.database.tls, sslmode.as_deref()) {
             (Some(mode), Some(url_mode)) if !same_pg_mode(mode, url_mode) => {
                 return Err(ConfigError::Invalid(format!(
                     "DATABASE_TLS={mode} contradicts sslmode={url_mode} in DATABASE_URL: remove sslmode from the URL or change DATABASE_TLS"
                 )));
             }
             (Some(TlsMode::Verify), _) => PgTls::Verify {
-                ca: self.database_tls_ca.clone(),
+                ca: self.database.tls_ca.clone(),
             },
             (Some(TlsMode::Require), _) => PgTls::Require,
             (Some(TlsMode::Off), _) => PgTls::Off,
             (None, Some(_)) => PgTls::FromUrl,
-            (None, None) if self.app_env == AppEnv::Production => PgTls::Verify {
-                ca: self.database_tls_ca.clone(),
+            (None, None) if self.app.env == AppEnv::Production => PgTls::Verify {
+                ca: self.database.tls_ca.clone(),
             },
             (None, None) => PgTls::FromUrl,
         };
-        if let (Some(ca), PgTls::Verify { .. } | PgTls::FromUrl) = (&self.database_tls_ca, &tls) {
+        if let (Some(ca), PgTls::Verify { .. } | PgTls::FromUrl) = (&self.database.tls_ca, &tls) {
             if !ca.is_file() {
                 return Err(ConfigError::Invalid(format!(
                     "DATABASE_TLS_CA names {}, which is not a readable file",
@@ -177,8 +177,8 @@ impl Config {
             }
         };
         let insecure_url = tls_url && parsed.fragment() == Some("insecure");
-        let ca = self.redis_tls_ca.clone();
-        let tls = match (self.redis_tls, tls_url, insecure_url) {
+        let ca = self.redis.tls_ca.clone();
+        let tls = match (self.redis.tls, tls_url, insecure_url) {
             (Some(TlsMode::Verify), true, false) | (None, true, false) => RedisTls::Verify { ca },
             (Some(TlsMode::Require), true, _) | (None, true, true) => RedisTls::Require,
             (Some(TlsMode::Off) | None, false, _) => RedisTls::Off,
@@ -198,7 +198,7 @@ impl Config {
                 )));
             }
         };
-        if let (Some(ca), RedisTls::Verify { .. }) = (&self.redis_tls_ca, &tls) {
+        if let (Some(ca), RedisTls::Verify { .. }) = (&self.redis.tls_ca, &tls) {
             if !ca.is_file() {
                 return Err(ConfigError::Invalid(format!(
                     "REDIS_TLS_CA names {}, which is not a readable file",
@@ -213,7 +213,7 @@ impl Config {
     /// when `REDIS_CLUSTER_NODES` is set (every seed must agree on TLS), else `REDIS_URL`.
     /// `None` when neither is set.
     pub fn redis_endpoint(&self) -> Result<Option<RedisEndpoint>, ConfigError> {
-        if let Some(nodes) = &self.redis_cluster_nodes {
+        if let Some(nodes) = &self.redis.cluster_nodes {
             let urls: Vec<String> = nodes
                 .expose_secret()
                 .split(',')
@@ -240,7 +240,7 @@ impl Config {
                 tls,
             }));
         }
-        match &self.redis_url {
+        match &self.redis.url {
             Some(url) => Ok(Some(RedisEndpoint {
                 tls: self.redis_tls(url.expose_secret())?,
                 urls: vec![url.expose_secret().to_owned()],
@@ -253,40 +253,42 @@ impl Config {
     /// The URL for work that needs a whole session (migrations take a session lock):
     /// `DATABASE_DIRECT_URL`, else `DATABASE_URL`.
     pub fn database_direct_url(&self) -> &str {
-        self.database_direct_url
+        self.database
+            .direct_url
             .as_ref()
-            .unwrap_or(&self.database_url)
+            .unwrap_or(&self.database.url)
             .expose_secret()
     }
 
     /// Production's rule: a Postgres or Redis connection that is not verified was asked for
     /// explicitly. `None` when it holds (or outside production).
     pub(crate) fn plaintext_problem(&self) -> Option<crate::Violation> {
-        if self.app_env != AppEnv::Production {
+        if self.app.env != AppEnv::Production {
             return None;
         }
-        let sslmode = url_sslmode(self.database_url.expose_secret());
-        if self.database_tls.is_none() && matches!(sslmode.as_deref(), Some("allow" | "prefer")) {
+        let sslmode = url_sslmode(self.database.url.expose_secret());
+        if self.database.tls.is_none() && matches!(sslmode.as_deref(), Some("allow" | "prefer")) {
             return Some(crate::Violation::WeakTls {
                 setting: "DATABASE_TLS",
                 problem: "sslmode=allow/prefer in DATABASE_URL may fall back to plaintext",
             });
         }
         let plain = |u: &str| Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "redis" | "valkey"));
-        let problem = match &self.redis_cluster_nodes {
+        let problem = match &self.redis.cluster_nodes {
             Some(nodes) => nodes
                 .expose_secret()
                 .split(',')
                 .any(|u| plain(u.trim()))
                 .then_some("REDIS_CLUSTER_NODES has plaintext redis:// seeds; use rediss://"),
             None => self
-                .redis_url
+                .redis
+                .url
                 .as_ref()
                 .is_some_and(|u| plain(u.expose_secret()))
                 .then_some("REDIS_URL is plaintext redis://; use rediss://"),
         };
         match problem {
-            Some(problem) if self.redis_tls.is_none() => Some(crate::Violation::WeakTls {
+            Some(problem) if self.redis.tls.is_none() => Some(crate::Violation::WeakTls {
                 setting: "REDIS_TLS",
                 problem,
             }),
@@ -297,7 +299,7 @@ impl Config {
     /// Checks that the TLS settings agree, so a contradiction stops the load.
     pub(crate) fn check_tls(&self) -> Result<(), ConfigError> {
         self.pg_tls()?;
-        if let Some(url) = &self.redis_url {
+        if let Some(url) = &self.redis.url {
             self.redis_tls(url.expose_secret())?;
         }
         self.redis_endpoint()?;
@@ -447,9 +449,9 @@ mod tests {
             c.database_direct_url(),
             "postgres://app:pw@direct.example/app"
         );
-        assert_eq!(c.database_pooler, PoolerMode::Session);
+        assert_eq!(c.database.pooler, PoolerMode::Session);
         let c = config(&[("DATABASE_POOLER", "transaction")]).expect("loads");
-        assert_eq!(c.database_pooler, PoolerMode::Transaction);
+        assert_eq!(c.database.pooler, PoolerMode::Transaction);
     }
 
     #[test]

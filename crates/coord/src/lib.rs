@@ -257,4 +257,27 @@ impl Redis {
             .await?;
         Ok(set.is_some())
     }
+
+    /// Sets the flag `{prefix}:{suffix}` for `ttl` (again from now if it is set): a shared
+    /// "this happened recently" that expires on its own.
+    pub async fn flag(&self, suffix: &str, ttl: Duration) -> Result<(), CoordError> {
+        let mut conn = self.conn();
+        let () = redis::cmd("SET")
+            .arg(self.key(suffix))
+            .arg(1)
+            .arg("PX")
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether the flag `{prefix}:{suffix}` is set (see [`Redis::flag`]).
+    pub async fn flagged(&self, suffix: &str) -> Result<bool, CoordError> {
+        let mut conn = self.conn();
+        Ok(redis::cmd("EXISTS")
+            .arg(self.key(suffix))
+            .query_async(&mut conn)
+            .await?)
+    }
 }

@@ -1,9 +1,11 @@
 //! Realtime events (SPEC §9 names) and their payloads.
 //!
 //! A flow stores its events in the event outbox inside the transaction that causes them;
-//! the realtime relay numbers them per org and publishes them. Some payloads are built in
-//! SQL (`jsonb_build_object` inside a flow's statement); the types here are the contract
-//! those statements follow, and the tests that read events deserialize into them.
+//! the realtime relay numbers them per org and publishes them. [`Event`] pairs each name
+//! with its payload type and is the only way to emit. The inbound job builds its payloads in
+//! SQL (`jsonb_build_object` inside its one statement, for speed); the payload types refuse
+//! unknown fields, and [`Event::parse`] in the tests that read those events checks the SQL
+//! against them.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -73,7 +75,8 @@ impl FromStr for EventKind {
 
 /// `queue_item_created` / `queue_item_updated`: enough for a console row to update in place
 /// or decide to refetch `GET /expert-queue/{id}`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, sqlx::FromRow, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QueueItemEvent {
     /// The item.
     pub id: Uuid,
@@ -90,7 +93,8 @@ pub struct QueueItemEvent {
 }
 
 /// `message_created`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MessageCreated {
     /// The conversation.
     pub conversation_id: Uuid,
@@ -99,22 +103,24 @@ pub struct MessageCreated {
 }
 
 /// A message as the console shows it in an event.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MessageSummary {
     /// The message.
     pub id: Uuid,
-    /// `customer`, `agent` or `expert`.
-    pub author: String,
+    /// Who wrote it.
+    pub author: crate::Author,
     /// The text.
     pub body: String,
-    /// `queued`, `sent`, `failed`, `dead` for outbound messages.
-    pub delivery_status: Option<String>,
+    /// For outbound messages.
+    pub delivery_status: Option<crate::DeliveryStatus>,
     /// When it was stored.
     pub created_at: DateTime<Utc>,
 }
 
 /// `agent_message_sent`: a reply left the expert's hands (release or respond).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentMessageSent {
     /// The queue item that was released.
     pub queue_item_id: Uuid,
@@ -125,14 +131,15 @@ pub struct AgentMessageSent {
 }
 
 /// `message_status_updated`: the dispatch job recorded a provider's answer.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MessageStatusUpdated {
     /// The conversation.
     pub conversation_id: Uuid,
     /// The outbound message.
     pub message_id: Uuid,
-    /// `sent`, `retry`, `failed` or `dead`.
-    pub delivery_status: String,
+    /// The new status.
+    pub delivery_status: crate::DeliveryStatus,
     /// Why it failed, when it did.
     pub error: Option<String>,
     /// When the status changed. Also keeps repeated transitions (a retry after a retry)
@@ -141,16 +148,84 @@ pub struct MessageStatusUpdated {
 }
 
 /// `report_ready`: a scheduled report was stored; `GET /reports?kind=` has it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ReportReady {
     /// The report.
     pub report_id: Uuid,
-    /// `daily_summary`, `weekly_report` or `review_summary`.
-    pub kind: String,
+    /// Which report.
+    pub kind: crate::ReportKind,
     /// Start of the period covered.
     pub period_start: DateTime<Utc>,
     /// End of the period covered.
     pub period_end: DateTime<Utc>,
+}
+
+/// A realtime event with its payload: the only thing a flow can emit or store in the event
+/// outbox, so a payload always matches its name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// `queue_item_created`.
+    QueueItemCreated(QueueItemEvent),
+    /// `queue_item_updated`.
+    QueueItemUpdated(QueueItemEvent),
+    /// `message_created`.
+    MessageCreated(MessageCreated),
+    /// `agent_message_sent`.
+    AgentMessageSent(AgentMessageSent),
+    /// `message_status_updated`.
+    MessageStatusUpdated(MessageStatusUpdated),
+    /// `report_ready`.
+    ReportReady(ReportReady),
+}
+
+impl Event {
+    /// Its name on the wire.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::QueueItemCreated(_) => EventKind::QueueItemCreated,
+            Event::QueueItemUpdated(_) => EventKind::QueueItemUpdated,
+            Event::MessageCreated(_) => EventKind::MessageCreated,
+            Event::AgentMessageSent(_) => EventKind::AgentMessageSent,
+            Event::MessageStatusUpdated(_) => EventKind::MessageStatusUpdated,
+            Event::ReportReady(_) => EventKind::ReportReady,
+        }
+    }
+
+    /// Its payload as stored and sent: the one place events are serialized.
+    pub fn payload(&self) -> Result<Value, serde_json::Error> {
+        match self {
+            Event::QueueItemCreated(p) | Event::QueueItemUpdated(p) => serde_json::to_value(p),
+            Event::MessageCreated(p) => serde_json::to_value(p),
+            Event::AgentMessageSent(p) => serde_json::to_value(p),
+            Event::MessageStatusUpdated(p) => serde_json::to_value(p),
+            Event::ReportReady(p) => serde_json::to_value(p),
+        }
+    }
+
+    /// Reads a stored event back (tests, tools): `None` when the payload does not have the
+    /// shape its name promises.
+    pub fn parse(kind: EventKind, payload: Value) -> Option<Event> {
+        let event = match kind {
+            EventKind::QueueItemCreated => {
+                Event::QueueItemCreated(serde_json::from_value(payload).ok()?)
+            }
+            EventKind::QueueItemUpdated => {
+                Event::QueueItemUpdated(serde_json::from_value(payload).ok()?)
+            }
+            EventKind::MessageCreated => {
+                Event::MessageCreated(serde_json::from_value(payload).ok()?)
+            }
+            EventKind::AgentMessageSent => {
+                Event::AgentMessageSent(serde_json::from_value(payload).ok()?)
+            }
+            EventKind::MessageStatusUpdated => {
+                Event::MessageStatusUpdated(serde_json::from_value(payload).ok()?)
+            }
+            EventKind::ReportReady => Event::ReportReady(serde_json::from_value(payload).ok()?),
+        };
+        Some(event)
+    }
 }
 
 /// The realtime side as the flows see it.
@@ -158,7 +233,7 @@ pub trait Emitter: Send + Sync {
     /// Stores an event outside any business transaction, in call order per pod, and has it
     /// delivered. For events a flow's own transaction cannot carry (and for tools and
     /// tests); a flow with a transaction stores its events in it instead.
-    fn emit(&self, org_id: Uuid, event: EventKind, payload: Value);
+    fn emit(&self, org_id: Uuid, event: Event);
     /// Events were committed to the event outbox: deliver them now rather than at the next
     /// poll.
     fn wake(&self);

@@ -4,6 +4,169 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// An enum whose variants each have one spelling in the schema, the API and the events: the
+/// spelling is written once, next to the variant, and `ALL`, `as_str`, `Display`, `FromStr`,
+/// serde and sqlx (as the SQL type after `in`) all follow it. A stored spelling never
+/// changes: old pods read it during a deploy.
+macro_rules! spelled {
+    ($(#[$meta:meta])* pub enum $name:ident in $sql:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type,
+        )]
+        #[sqlx(type_name = $sql)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] #[sqlx(rename = $text)] $variant,)+
+        }
+
+        // By hand: `derive(utoipa::ToSchema)` does not see a `rename` whose value comes from
+        // the macro, and would document the variants' Rust names.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+
+        impl $name {
+            /// Every variant, in a stable order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// Every spelling, in the order of [`Self::ALL`].
+            pub const SPELLINGS: &'static [&'static str] = &[$($text),+];
+
+            /// The one spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ();
+
+            fn from_str(s: &str) -> Result<Self, ()> {
+                $name::ALL.iter().copied().find(|v| v.as_str() == s).ok_or(())
+            }
+        }
+    };
+}
+
+spelled! {
+    /// Where an outbound reply stands: `outbox.status`, `messages.delivery_status` and the
+    /// `delivery_status` of `message_status_updated`.
+    pub enum DeliveryStatus in "text" {
+        /// Waiting for its first attempt.
+        Queued = "queued",
+        /// Every part was accepted by the provider.
+        Sent = "sent",
+        /// An attempt failed; another is due (`outbox.next_attempt_at`).
+        Retry = "retry",
+        /// Its attempts ran out; a dead letter retries it later.
+        Failed = "failed",
+        /// Given up: the dead-letter retries ran out, or no retry can help.
+        Dead = "dead",
+    }
+}
+
+spelled! {
+    /// A dead letter's state (`channel_failures.status`). Its `retrying` is the dead letter's
+    /// own word; the reply it retries is [`DeliveryStatus::Retry`] meanwhile.
+    pub enum DeadLetterStatus in "text" {
+        /// Waiting for its next automatic retry.
+        Queued = "queued",
+        /// Handed back to the dispatch job.
+        Retrying = "retrying",
+        /// No retry left; an admin may retry it.
+        Dead = "dead",
+        /// A retry delivered it.
+        Resolved = "resolved",
+    }
+}
+
+spelled! {
+    /// Where an inbound event stands (computed from its row, for `GET /inbound-events`).
+    pub enum InboundStatus in "text" {
+        /// Waiting for its job (or for its next attempt after a failure).
+        Pending = "pending",
+        /// A job holds its lease right now.
+        Processing = "processing",
+        /// Fully handled.
+        Processed = "processed",
+        /// Failed `INBOX_MAX_ATTEMPTS` times; waits for an admin's replay.
+        Parked = "parked",
+    }
+}
+
+spelled! {
+    /// Who wrote a message (`messages.author`, cast to `message_author` in SQL).
+    pub enum Author in "message_author" {
+        /// The customer, through their channel.
+        Customer = "customer",
+        /// The agent: its draft, released unedited by an expert.
+        Agent = "agent",
+        /// An expert's own or edited words.
+        Expert = "expert",
+    }
+}
+
+spelled! {
+    /// A scheduled report's kind (`reports.kind`, `GET /reports?kind=`).
+    pub enum ReportKind in "text" {
+        /// The previous local day's activity.
+        DailySummary = "daily_summary",
+        /// The previous seven local days' activity.
+        WeeklyReport = "weekly_report",
+        /// Items flagged for review, now.
+        ReviewSummary = "review_summary",
+    }
+}
+
+spelled! {
+    /// A scheduled job (`cron_runs.job`, `SCHEDULE_{JOB}` with `-` as `_`).
+    pub enum JobName in "text" {
+        /// Re-enqueues inbox events the queue lost.
+        InboxSweeper = "inbox-sweeper",
+        /// Re-pushes outbox rows the queue lost.
+        OutboxSweeper = "outbox-sweeper",
+        /// Retries dead letters.
+        DeadLetters = "dead-letters",
+        /// Deletes old processed inbox events.
+        InboxRetention = "inbox-retention",
+        /// Deletes old realtime events.
+        EventsRetention = "events-retention",
+        /// Deletes expired `Idempotency-Key` records.
+        IdempotencyExpiry = "idempotency-expiry",
+        /// Vacuums the queues' Redis keys.
+        QueueUpkeep = "queue-upkeep",
+        /// Deletes old `cron_runs` rows.
+        SchedulerPrune = "scheduler-prune",
+        /// Brings snoozed items back.
+        SnoozeResurface = "snooze-resurface",
+        /// Alerts on an inbound backlog.
+        BacklogAlert = "backlog-alert",
+        /// Probes the agent and shares its health.
+        AgentHealth = "agent-health",
+        /// Stores each org's daily summary.
+        DailySummary = "daily-summary",
+        /// Stores each org's weekly report.
+        WeeklyReport = "weekly-report",
+        /// Stores each org's review summary.
+        ReviewSummary = "review-summary",
+    }
+}
+
 /// The messaging channels Switchboard speaks (`channel_kind` in the schema).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
@@ -69,6 +232,13 @@ pub enum Role {
     Admin,
     /// Reviews and releases replies.
     Expert,
+}
+
+impl Role {
+    /// Whether this role may do what `needed` may: an admin does everything an expert does.
+    pub fn covers(self, needed: Role) -> bool {
+        self == Role::Admin || self == needed
+    }
 }
 
 impl FromStr for Role {

@@ -1,13 +1,19 @@
 //! The names every layer shares, at the bottom of the crate graph: the channel kinds and
 //! roles of the schema, the realtime events and their payloads, the payloads that cross a
-//! queue, and the schedule slot helper and the lease-renewal loop. A crate that needs one of these names depends on
+//! queue, the schedule slot helper, the lease-renewal loop, the one retry backoff and the
+//! one loop for periodic background work. A crate that needs one of these names depends on
 //! this one instead of on the layer that happened to define it first.
 
+pub mod backoff;
 pub mod events;
 pub mod jobs;
 mod kinds;
 pub mod lease;
+pub mod periodic;
 pub mod slot;
 
-pub use events::{Emitter, EventKind};
-pub use kinds::{ChannelKind, QueueStatus, Role};
+pub use events::{Emitter, Event, EventKind};
+pub use kinds::{
+    Author, ChannelKind, DeadLetterStatus, DeliveryStatus, InboundStatus, JobName, QueueStatus,
+    ReportKind, Role,
+};

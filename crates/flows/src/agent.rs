@@ -1,24 +1,25 @@
 //! The drafting agent client: Switchboard's small JSON contract or any OpenAI-compatible
 //! chat-completions endpoint, with retries and a breaker shared by all pods.
 
+use crate::alerts::{self, AlertKind};
 use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::time::Duration;
 use switchboard_channels::outbound::read_capped;
 use switchboard_config::{AgentMode, Config};
 use switchboard_coord::Redis;
 use switchboard_coord::breaker::{Breaker, BreakerConfig};
+use switchboard_domain::Author;
+use switchboard_domain::backoff::Backoff;
 use url::Url;
 use uuid::Uuid;
 
-/// Delays between attempts on a retryable answer (SPEC §6: 1 s, 2 s, 4 s).
-pub const RETRY_DELAYS: [Duration; 3] = [
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-    Duration::from_secs(4),
-];
+/// Waits between attempts on a retryable answer (SPEC §6: 1 s, 2 s, 4 s).
+pub const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4)).exact();
+/// Attempts in all: the first, and one after each of [`RETRY`]'s three waits.
+const ATTEMPTS: u32 = 4;
 
 /// Largest agent answer read. A draft is one support reply plus a few numbers (the
 /// contract) or one chat completion with its usage block: tens of KiB at most. 1 MiB is far
@@ -29,8 +30,8 @@ pub const AGENT_ANSWER_CAP: usize = 1024 * 1024;
 /// One line of conversation given to the agent.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChatLine {
-    /// `customer`, `agent` or `expert`.
-    pub role: String,
+    /// Who wrote it.
+    pub role: Author,
     /// The text.
     pub text: String,
 }
@@ -57,8 +58,70 @@ pub enum AgentError {
     BreakerOpen,
     /// The agent kept failing after the retries.
     #[error("agent failed: {0}")]
-    Failed(String),
+    Failed(#[source] CallError),
 }
+
+/// Why one call to the agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No answer: refused, reset, timed out.
+    #[error("request failed: {0}")]
+    Transport(#[source] reqwest::Error),
+    /// An error status.
+    #[error("agent answered {0}")]
+    Status(StatusCode),
+    /// The answer could not be read (too large, cut off) or is not JSON.
+    #[error("unreadable agent answer: {0}")]
+    Unreadable(String),
+    /// JSON, but not the contract's shape.
+    #[error("agent answer does not match the contract: {0}")]
+    Contract(#[source] serde_json::Error),
+    /// An OpenAI-style answer without a reply.
+    #[error("no choices[0].message.content in the answer")]
+    NoContent,
+}
+
+impl CallError {
+    /// Whether asking again may help: no answer, or the agent said it is busy or away.
+    /// An unusable answer would come back the same.
+    fn retryable(&self) -> bool {
+        match self {
+            CallError::Transport(_) => true,
+            CallError::Status(status) => matches!(
+                *status,
+                StatusCode::TOO_MANY_REQUESTS
+                    | StatusCode::BAD_GATEWAY
+                    | StatusCode::SERVICE_UNAVAILABLE
+                    | StatusCode::GATEWAY_TIMEOUT
+            ),
+            CallError::Unreadable(_) | CallError::Contract(_) | CallError::NoContent => false,
+        }
+    }
+}
+
+/// The Switchboard contract's request (`POST {AGENT_URL}/v1/chat`).
+#[derive(Serialize)]
+struct ContractRequest<'a> {
+    org_id: Uuid,
+    conversation_id: Uuid,
+    messages: &'a [ChatLine],
+}
+
+/// An OpenAI-compatible chat completion request.
+#[derive(Serialize)]
+struct CompletionRequest<'a> {
+    model: &'a str,
+    messages: Vec<CompletionMessage<'a>>,
+}
+
+#[derive(Serialize)]
+struct CompletionMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+/// What the OpenAI-compatible agent is told before the conversation.
+const SYSTEM_PROMPT: &str = "You draft replies for a customer-support expert. Reply to the customer's last message concisely and politely.";
 
 /// Why a health probe of the agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -100,18 +163,15 @@ impl AgentClient {
         // reqwest is built without a bundled TLS provider; make sure the process has one.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(config.agent_timeout_secs))
+            .timeout(config.agent.timeout)
             .build()
             .unwrap_or_default();
         Self {
             http,
-            url: config.agent_url.clone(),
-            mode: config.agent_mode,
-            api_key: config.agent_api_key.clone(),
-            model: config
-                .agent_model
-                .clone()
-                .unwrap_or_else(|| "gpt-4o-mini".into()),
+            url: config.agent.url.clone(),
+            mode: config.agent.mode,
+            api_key: config.agent.api_key.clone(),
+            model: config.agent.model.clone(),
             breaker: Breaker::new(redis, "agent", BreakerConfig::default()),
         }
     }
@@ -152,8 +212,9 @@ impl AgentClient {
         history: &[ChatLine],
     ) -> Result<Draft, AgentError> {
         let url = self.url.as_ref().ok_or(AgentError::NotConfigured)?;
-        let mut last = String::new();
-        for (attempt, delay) in RETRY_DELAYS.iter().map(Some).chain([None]).enumerate() {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             // A breaker Redis cannot answer is treated as closed: the agent call is the work.
             if self.breaker.is_open().await.unwrap_or(false) {
                 return Err(AgentError::BreakerOpen);
@@ -165,74 +226,74 @@ impl AgentClient {
                     }
                     return Ok(draft);
                 }
-                Err((retryable, message)) => {
-                    last = message;
+                Err(error) => {
                     match self.breaker.record_failure().await {
                         // Exactly one failure opens the breaker, so this alert is raised
                         // once across pods.
-                        Ok(outcome) if outcome.opened => tracing::error!(
-                            target: "switchboard::alert",
-                            alert = "agent_failing",
-                            failures = outcome.failures,
-                            "agent failed {} times in a row: circuit breaker opened",
-                            outcome.failures
+                        Ok(outcome) if outcome.opened => alerts::announce(
+                            AlertKind::AgentFailing,
+                            "agent",
+                            &format!(
+                                "agent failed {} times in a row: circuit breaker opened",
+                                outcome.failures
+                            ),
+                            &serde_json::json!({"failures": outcome.failures}),
                         ),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "could not record agent failure"),
                     }
-                    let Some(delay) = delay.filter(|_| retryable) else {
-                        break;
-                    };
-                    tracing::warn!(attempt, error = %last, "agent call failed, retrying");
-                    tokio::time::sleep(*delay).await;
+                    if !error.retryable() || attempt == ATTEMPTS {
+                        return Err(AgentError::Failed(error));
+                    }
+                    tracing::warn!(attempt, %error, "agent call failed, retrying");
+                    tokio::time::sleep(RETRY.delay(attempt)).await;
                 }
             }
         }
-        Err(AgentError::Failed(last))
     }
 
-    /// One attempt; the error says whether it is worth retrying.
+    /// One attempt.
     async fn call(
         &self,
         base: &Url,
         org_id: Uuid,
         conversation_id: Uuid,
         history: &[ChatLine],
-    ) -> Result<Draft, (bool, String)> {
-        let (path, body) = match self.mode {
-            AgentMode::Switchboard => (
-                "v1/chat",
-                json!({"org_id": org_id, "conversation_id": conversation_id, "messages": history}),
-            ),
-            AgentMode::Openai => ("v1/chat/completions", self.openai_body(history)),
+    ) -> Result<Draft, CallError> {
+        let request = match self.mode {
+            AgentMode::Switchboard => {
+                self.http
+                    .post(join(base, "v1/chat"))
+                    .json(&ContractRequest {
+                        org_id,
+                        conversation_id,
+                        messages: history,
+                    })
+            }
+            AgentMode::Openai => self
+                .http
+                .post(join(base, "v1/chat/completions"))
+                .json(&self.completion_request(history)),
         };
-        let url = join(base, path);
-        let mut request = self.http.post(url).json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key.expose_secret());
-        }
+        let request = match &self.api_key {
+            Some(key) => request.bearer_auth(key.expose_secret()),
+            None => request,
+        };
         let response = request
             .send()
             .await
-            .map_err(|e| (true, format!("request failed: {}", e.without_url())))?;
+            .map_err(|e| CallError::Transport(e.without_url()))?;
         let status = response.status();
         if !status.is_success() {
-            let retryable = matches!(
-                status,
-                StatusCode::TOO_MANY_REQUESTS
-                    | StatusCode::BAD_GATEWAY
-                    | StatusCode::SERVICE_UNAVAILABLE
-                    | StatusCode::GATEWAY_TIMEOUT
-            );
-            return Err((retryable, format!("agent answered {status}")));
+            return Err(CallError::Status(status));
         }
         // An answer too large to read is no more usable than one that is not JSON, and
         // asking again would bring the same answer: a failure, not retried.
         let body = read_capped(response, AGENT_ANSWER_CAP)
             .await
-            .map_err(|e| (false, format!("unreadable agent answer: {}", causes(&e))))?;
-        let value: Value = serde_json::from_slice(&body)
-            .map_err(|e| (false, format!("unreadable agent answer: {e}")))?;
+            .map_err(|e| CallError::Unreadable(causes(&e)))?;
+        let value: Value =
+            serde_json::from_slice(&body).map_err(|e| CallError::Unreadable(e.to_string()))?;
         match self.mode {
             AgentMode::Switchboard => serde_json::from_value::<ContractReply>(value)
                 .map(|r| Draft {
@@ -240,12 +301,7 @@ impl AgentClient {
                     confidence: r.confidence,
                     cost_usd: r.cost_usd,
                 })
-                .map_err(|e| {
-                    (
-                        false,
-                        format!("agent answer does not match the contract: {e}"),
-                    )
-                }),
+                .map_err(CallError::Contract),
             AgentMode::Openai => value["choices"][0]["message"]["content"]
                 .as_str()
                 .map(|reply| Draft {
@@ -253,24 +309,26 @@ impl AgentClient {
                     confidence: None,
                     cost_usd: None,
                 })
-                .ok_or((false, "no choices[0].message.content in the answer".into())),
+                .ok_or(CallError::NoContent),
         }
     }
 
-    fn openai_body(&self, history: &[ChatLine]) -> Value {
-        let mut messages = vec![json!({
-            "role": "system",
-            "content": "You draft replies for a customer-support expert. Reply to the customer's last message concisely and politely."
-        })];
-        messages.extend(history.iter().map(|line| {
-            let role = if line.role == "customer" {
-                "user"
-            } else {
-                "assistant"
-            };
-            json!({"role": role, "content": line.text})
-        }));
-        json!({"model": self.model, "messages": messages})
+    fn completion_request<'a>(&'a self, history: &'a [ChatLine]) -> CompletionRequest<'a> {
+        let system = CompletionMessage {
+            role: "system",
+            content: SYSTEM_PROMPT,
+        };
+        let lines = history.iter().map(|line| CompletionMessage {
+            role: match line.role {
+                Author::Customer => "user",
+                Author::Agent | Author::Expert => "assistant",
+            },
+            content: &line.text,
+        });
+        CompletionRequest {
+            model: &self.model,
+            messages: std::iter::once(system).chain(lines).collect(),
+        }
     }
 }
 

@@ -30,6 +30,8 @@ pub enum AlertKind {
     ScheduledRunFailed,
     /// A scheduled run's pod died and another pod retried the slot.
     ScheduledRunRetried,
+    /// An outbound reply is dead: its attempts and dead-letter retries ran out.
+    ReplyDead,
 }
 
 impl AlertKind {
@@ -42,6 +44,7 @@ impl AlertKind {
             AlertKind::BacklogPastSla => "backlog_past_sla",
             AlertKind::ScheduledRunFailed => "scheduled_run_failed",
             AlertKind::ScheduledRunRetried => "scheduled_run_retried",
+            AlertKind::ReplyDead => "reply_dead",
         }
     }
 }
@@ -113,15 +116,46 @@ impl Alerts {
             }
         };
         if claimed {
-            tracing::error!(
-                target: "switchboard::alert",
-                alert = kind.as_str(),
-                subject,
-                details = %details,
-                "{message}"
-            );
-            metrics::counter!("alerts_raised_total", "alert" => kind.as_str()).increment(1);
+            announce(kind, subject, message, &details);
         }
         claimed
     }
+}
+
+/// A dead reply's alert, claimed in its dead-letter row (one pod per row). A line of its
+/// own: the provider's refusal (customer data: it may name the recipient) stays in fields
+/// named `error`, which the Sentry scrubbing removes by name and then erases wherever the
+/// message repeats it.
+pub fn reply_dead(dead: &switchboard_store::dead_letters::Alert) {
+    tracing::error!(
+        target: "switchboard::alert",
+        alert = AlertKind::ReplyDead.as_str(),
+        failure_id = %dead.id,
+        outbox_id = %dead.outbox_id,
+        org_id = %dead.org_id,
+        channel = %dead.channel,
+        provider_status = dead.provider_status,
+        attempts = dead.attempts,
+        retries = dead.retries,
+        error = %dead.error,
+        "outbound reply is dead after {} dead-letter retries: {}",
+        dead.retries,
+        dead.error
+    );
+    metrics::counter!("alerts_raised_total", "alert" => AlertKind::ReplyDead.as_str()).increment(1);
+}
+
+/// Sends an alert on: the one place alerts leave the pod (an error line with target
+/// `switchboard::alert`, which Sentry captures, and `alerts_raised_total`), besides
+/// [`reply_dead`]. Callers whose own atomic step already picked one pod (a breaker that
+/// opened) call it directly; everyone else goes through [`Alerts::raise`].
+pub fn announce(kind: AlertKind, subject: &str, message: &str, details: &Value) {
+    tracing::error!(
+        target: "switchboard::alert",
+        alert = kind.as_str(),
+        subject,
+        details = %details,
+        "{message}"
+    );
+    metrics::counter!("alerts_raised_total", "alert" => kind.as_str()).increment(1);
 }

@@ -10,6 +10,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::Hash;
+use switchboard_domain::periodic;
 use tokio::sync::{mpsc, oneshot};
 
 /// The batch task has stopped (it panicked, or the runtime is shutting down).
@@ -57,7 +58,7 @@ where
     {
         let (tx, mut rx) = mpsc::unbounded_channel::<Waiting<Req, Resp>>();
         let max = max.max(1);
-        tokio::spawn(async move {
+        periodic::detach(async move {
             let mut waiting: VecDeque<Waiting<Req, Resp>> = VecDeque::new();
             loop {
                 if waiting.is_empty() {

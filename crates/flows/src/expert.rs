@@ -23,15 +23,15 @@
 use crate::Deps;
 use crate::faults::{Faults, Injected, Step};
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::PgConnection;
 use switchboard_domain::events::{
     AgentMessageSent, MessageCreated, MessageSummary, QueueItemEvent,
 };
-use switchboard_domain::{EventKind, QueueStatus, Role};
+use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
-use switchboard_store::outbox::{self, NewReply, ReplyAuthor};
+use switchboard_store::outbox::{self, NewReply};
 use switchboard_store::queue::{self, Current, ItemRow, Refusal, Transition};
 use uuid::Uuid;
 
@@ -164,7 +164,7 @@ pub enum ActionError {
 
 impl From<sqlx::Error> for ActionError {
     fn from(e: sqlx::Error) -> Self {
-        ActionError::Store(StoreError::Sqlx(e))
+        ActionError::Store(StoreError::from(e))
     }
 }
 
@@ -258,26 +258,21 @@ pub async fn apply(
     faults.check(Step::AfterTransition).await?;
     let item = &updated.item;
 
-    let mut events: Vec<(EventKind, Value)> = vec![(
-        EventKind::QueueItemUpdated,
-        to_value(&QueueItemEvent {
-            id: item.id,
-            conversation_id: item.conversation_id,
-            status: item.status,
-            version: item.version,
-            claimed_by: item.claimed_by,
-            flagged_for_review: item.flagged_for_review,
-        }),
-    )];
+    let mut events = vec![Event::QueueItemUpdated(QueueItemEvent {
+        id: item.id,
+        conversation_id: item.conversation_id,
+        status: item.status,
+        version: item.version,
+        claimed_by: item.claimed_by,
+        flagged_for_review: item.flagged_for_review,
+    })];
     let mut reply_out = None;
     if needs_reply {
         let body = updated.reply.clone().unwrap_or_default();
         let author = match action {
-            Action::Release { body: None } => ReplyAuthor::Agent,
-            Action::Release { body: Some(b) } if Some(b) == updated.draft.as_ref() => {
-                ReplyAuthor::Agent
-            }
-            _ => ReplyAuthor::Expert,
+            Action::Release { body: None } => Author::Agent,
+            Action::Release { body: Some(b) } if Some(b) == updated.draft.as_ref() => Author::Agent,
+            _ => Author::Expert,
         };
         // The id is chosen here and `created_at` is the transaction's time, so the events
         // below name the message without reading it back.
@@ -297,29 +292,20 @@ pub async fn apply(
         faults.check(Step::AfterOutbox).await?;
         let summary = MessageSummary {
             id: message_id,
-            author: match author {
-                ReplyAuthor::Agent => "agent".into(),
-                ReplyAuthor::Expert => "expert".into(),
-            },
+            author,
             body,
-            delivery_status: Some("queued".into()),
+            delivery_status: Some(DeliveryStatus::Queued),
             created_at: updated.at,
         };
-        events.push((
-            EventKind::MessageCreated,
-            to_value(&MessageCreated {
-                conversation_id: item.conversation_id,
-                message_id,
-            }),
-        ));
-        events.push((
-            EventKind::AgentMessageSent,
-            to_value(&AgentMessageSent {
-                queue_item_id: item.id,
-                conversation_id: item.conversation_id,
-                message: summary.clone(),
-            }),
-        ));
+        events.push(Event::MessageCreated(MessageCreated {
+            conversation_id: item.conversation_id,
+            message_id,
+        }));
+        events.push(Event::AgentMessageSent(AgentMessageSent {
+            queue_item_id: item.id,
+            conversation_id: item.conversation_id,
+            message: summary.clone(),
+        }));
         reply_out = Some(Reply {
             message: summary,
             outbox_id,
@@ -442,8 +428,4 @@ pub async fn after_commit(deps: &Deps, done: &Done) {
         }
     }
     deps.emitter.wake();
-}
-
-fn to_value<T: serde::Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
 }

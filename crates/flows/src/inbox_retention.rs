@@ -8,10 +8,8 @@ use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchboard_domain::JobName;
 use switchboard_store::{PgPool, StoreError, inbox_admin};
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "inbox-retention";
 
 /// Rows deleted per statement.
 const CHUNK: i64 = 5_000;
@@ -49,8 +47,8 @@ pub struct InboxRetention {
 
 #[async_trait]
 impl Job for InboxRetention {
-    fn name(&self) -> &'static str {
-        JOB
+    fn name(&self) -> JobName {
+        JobName::InboxRetention
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {

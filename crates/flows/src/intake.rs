@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use switchboard_coord::Redis;
 use switchboard_coord::dedup::{self, Seen};
+use switchboard_domain::periodic;
 use switchboard_store::inbox::{self, NewEvent};
 use switchboard_store::{PgPool, StoreError};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -83,7 +84,7 @@ impl Intake {
                 crash_after_claim: crash_after_claim.clone(),
             };
             let rx = rx.clone();
-            tokio::spawn(async move {
+            periodic::detach(async move {
                 while let Some(batch) = next_batch(&rx).await {
                     writer.write(batch).await;
                 }

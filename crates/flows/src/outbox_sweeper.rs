@@ -10,10 +10,8 @@ use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchboard_domain::JobName;
 use switchboard_store::{PgPool, idempotency, outbox};
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "outbox-sweeper";
 
 /// Sweeper settings.
 #[derive(Debug, Clone, Copy)]
@@ -54,8 +52,8 @@ pub struct OutboxSweeper {
 
 #[async_trait]
 impl Job for OutboxSweeper {
-    fn name(&self) -> &'static str {
-        JOB
+    fn name(&self) -> JobName {
+        JobName::OutboxSweeper
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
@@ -73,8 +71,8 @@ pub struct IdempotencyExpiry {
 
 #[async_trait]
 impl Job for IdempotencyExpiry {
-    fn name(&self) -> &'static str {
-        "idempotency-expiry"
+    fn name(&self) -> JobName {
+        JobName::IdempotencyExpiry
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {

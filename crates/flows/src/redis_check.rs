@@ -14,6 +14,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use switchboard_coord::breaker::{self, Breaker, BreakerConfig};
 use switchboard_coord::{Redis, dedup, gcra};
+use switchboard_domain::periodic;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -106,16 +107,13 @@ impl RedisWork {
     /// Checks now, then every [`EVERY`] (every [`RETRY`] while failing), until `token` is
     /// cancelled.
     pub fn spawn(self, token: CancellationToken, tracker: &TaskTracker) {
-        tracker.spawn(async move {
-            loop {
-                let pause = if self.check().await.failure.is_some() {
+        periodic::paced(&token, tracker, move || {
+            let this = self.clone();
+            async move {
+                if this.check().await.failure.is_some() {
                     RETRY
                 } else {
                     EVERY
-                };
-                tokio::select! {
-                    () = token.cancelled() => break,
-                    () = tokio::time::sleep(pause) => {}
                 }
             }
         });
@@ -176,15 +174,10 @@ impl RedisWork {
             upkeep::depth(queue)
                 .await
                 .map_err(|e| fail(&step("depth"))(&e))?;
-            upkeep::promote_due(queue)
+            // Read-only: the upkeep job runs the real scripts once per slot on one pod.
+            upkeep::probe(queue)
                 .await
-                .map_err(|e| fail(&step("promote"))(&e))?;
-            upkeep::vacuum(queue)
-                .await
-                .map_err(|e| fail(&step("vacuum"))(&e))?;
-            upkeep::forget_gone_workers(queue)
-                .await
-                .map_err(|e| fail(&step("forget workers"))(&e))?;
+                .map_err(|e| fail(&step("upkeep keys"))(&e))?;
             upkeep::running(queue)
                 .await
                 .map_err(|e| fail(&step("running"))(&e))?;

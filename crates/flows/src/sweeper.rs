@@ -11,10 +11,8 @@ use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchboard_domain::JobName;
 use switchboard_store::{PgPool, inbox};
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "inbox-sweeper";
 
 /// How long each slot's `cron_runs` record (which pod ran it, what it did) is kept by
 /// default (`SCHEDULER_HISTORY_HOURS`).
@@ -73,8 +71,8 @@ pub struct InboxSweeper {
 
 #[async_trait]
 impl Job for InboxSweeper {
-    fn name(&self) -> &'static str {
-        JOB
+    fn name(&self) -> JobName {
+        JobName::InboxSweeper
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {

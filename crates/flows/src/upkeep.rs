@@ -31,6 +31,7 @@
 use crate::queue::QueueRef;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchboard_domain::periodic;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -202,6 +203,39 @@ pub async fn vacuum(queue: &QueueRef) -> Result<usize, redis::RedisError> {
     until_short_chunk(queue, &call, VACUUM_CHUNK).await
 }
 
+/// Every key the upkeep scripts touch, read in one script: a read-only stand-in for running
+/// them (for `/ready`), which fails the same way when the keys do not share a slot or the
+/// node that serves it does not answer, and changes nothing.
+static PROBE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+for _, key in ipairs(KEYS) do
+  redis.call('EXISTS', key)
+end
+return #KEYS
+",
+    )
+});
+
+/// Runs [`PROBE_SCRIPT`] over the keys of [`promote_due`], [`vacuum`] and
+/// [`forget_gone_workers`].
+pub async fn probe(queue: &QueueRef) -> Result<(), redis::RedisError> {
+    let config = queue.config();
+    let mut call = PROBE_SCRIPT.prepare_invoke();
+    call.key(known_workers_set(queue))
+        .key(config.workers_set())
+        .key(config.scheduled_jobs_set())
+        .key(config.active_jobs_list())
+        .key(config.signal_list())
+        .key(parked_set(queue))
+        .key(config.job_data_hash())
+        .key(config.job_meta_hash())
+        .key(config.done_jobs_set())
+        .key(config.dead_jobs_set());
+    let _: usize = call.invoke_async(&mut queue.conn()).await?;
+    Ok(())
+}
+
 /// Invokes a chunked script, which returns `{handled, counted}`, until a call handles fewer
 /// than `chunk`; returns the sum of what the calls counted.
 async fn until_short_chunk(
@@ -223,32 +257,24 @@ async fn until_short_chunk(
 /// Runs [`promote_due`] every [`PROMOTE_INTERVAL`] until `token` is cancelled. Every pod runs
 /// it, workers or not: the script is atomic, so pods never move a job twice.
 pub fn spawn_promoter(queue: QueueRef, token: CancellationToken, tracker: &TaskTracker) {
-    tracker.spawn(async move {
-        let mut tick = tokio::time::interval(PROMOTE_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            match promote_due(&queue).await {
-                Ok(n) => {
-                    failing = false;
-                    if n > 0 {
-                        metrics::counter!("queue_jobs_promoted_total", "queue" => queue.name())
-                            .increment(n as u64);
-                    }
+    // Redis away: said once, tried again each tick (webhooks and the sweeper cope).
+    periodic::every(
+        "queue promotion",
+        PROMOTE_INTERVAL,
+        &token,
+        tracker,
+        move || {
+            let queue = queue.clone();
+            async move {
+                let n = promote_due(&queue).await?;
+                if n > 0 {
+                    metrics::counter!("queue_jobs_promoted_total", "queue" => queue.name())
+                        .increment(n as u64);
                 }
-                // Redis away: say so once, keep trying (webhooks and the sweeper cope).
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!(queue = queue.name(), error = %e, "queue promotion failed");
-                }
-                Err(_) => {}
+                Ok::<(), redis::RedisError>(())
             }
-        }
-    });
+        },
+    );
 }
 
 /// How many jobs of a queue wait, by where they wait.

@@ -18,13 +18,12 @@ mod http;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use hmac::{Hmac, Mac};
 use http::Conn;
-use sha2::Sha256;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchboard_channels::signing::slack_signature;
 use tokio::time::Instant;
 
 #[derive(Parser, Debug)]
@@ -55,7 +54,7 @@ struct Target {
     addr: String,
     host: String,
     path: String,
-    secret: Vec<u8>,
+    secret: String,
     /// Makes this run's event ids differ from every other run's.
     tag: String,
     users: u64,
@@ -64,23 +63,18 @@ struct Target {
 impl Target {
     /// Request `i`, signed now.
     fn request(&self, i: u64) -> Vec<u8> {
-        let ts = SystemTime::now()
+        let secs = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
+        let ts = i64::try_from(secs).unwrap_or_default();
         let body = serde_json::json!({
             "type": "event_callback", "event_id": format!("Ev{}{i}", self.tag), "team_id": "T1",
             "event": {"type": "message", "user": format!("U{}", i % self.users),
                       "text": format!("hello {i}"), "channel": "C1", "ts": format!("{ts}.{i:06}")},
         })
         .to_string();
-        let signature = match Hmac::<Sha256>::new_from_slice(&self.secret) {
-            Ok(mut mac) => {
-                mac.update(format!("v0:{ts}:{body}").as_bytes());
-                format!("v0={}", hex::encode(mac.finalize().into_bytes()))
-            }
-            Err(_) => String::new(),
-        };
+        let signature = slack_signature(&self.secret, ts, body.as_bytes());
         format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
              X-Slack-Request-Timestamp: {ts}\r\nX-Slack-Signature: {signature}\r\n\
@@ -177,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
         addr: format!("{host}:{port}"),
         host,
         path,
-        secret: args.secret.into_bytes(),
+        secret: args.secret,
         tag: format!("{:x}{:x}x", nanos % 0xffff_ffff, std::process::id()),
         users: args.users,
     });

@@ -85,13 +85,13 @@ impl Settings {
     pub fn new(config: &Config, redis: switchboard_config::RedisEndpoint) -> Self {
         Self {
             redis,
-            redis_prefix: config.redis_prefix.clone(),
-            retention: Duration::from_secs(config.events_retention_hours.saturating_mul(3600)),
-            watchdog_interval: Duration::from_millis(config.realtime_watchdog_ms),
+            redis_prefix: config.redis.prefix.clone(),
+            retention: config.realtime.events_retention,
+            watchdog_interval: config.realtime.watchdog_interval,
             pod_id: config.pod_id(),
-            relay_poll: Duration::from_millis(config.relay_poll_ms.max(10)),
-            sockets_per_user: config.sockets_per_user,
-            sockets_per_address: config.sockets_per_address,
+            relay_poll: config.realtime.relay_poll,
+            sockets_per_user: config.realtime.sockets_per_user,
+            sockets_per_address: config.realtime.sockets_per_address,
         }
     }
 
@@ -234,9 +234,7 @@ impl Realtime {
         watchdog::spawn(
             self.driver.clone(),
             self.health.clone(),
-            self.settings
-                .watchdog_interval
-                .max(Duration::from_millis(50)),
+            self.settings.watchdog_interval,
             token.clone(),
             tracker,
         );

@@ -6,8 +6,6 @@ use chrono::Utc;
 use std::time::Duration;
 use switchboard_store::{PgPool, StoreError};
 
-/// The `cron_runs.job` name.
-pub const JOB: &str = "events-retention";
 /// The default slot length (the scheduler reads `SCHEDULE_EVENTS_RETENTION`).
 pub const SLOT: Duration = Duration::from_secs(15 * 60);
 

@@ -21,6 +21,7 @@ use socketioxide::extract::SocketRef;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_domain::periodic;
 use switchboard_store::users::{self, Membership, Revocation};
 use switchboard_store::{PgPool, StoreError};
 use tokio_util::sync::CancellationToken;
@@ -117,31 +118,20 @@ pub(crate) fn spawn(
     token: CancellationToken,
     tracker: &TaskTracker,
 ) {
-    tracker.spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            match check(&io, &db).await {
-                Ok(_) if failing => {
-                    tracing::info!("realtime: the session check reaches Postgres again");
-                    failing = false;
-                }
-                Ok(_) => {}
-                Err(e) => {
+    periodic::every(
+        "realtime session check",
+        interval,
+        &token,
+        tracker,
+        move || {
+            let (io, db) = (io.clone(), db.clone());
+            async move {
+                check(&io, &db).await.map(drop).inspect_err(|_| {
                     metrics::counter!("realtime_session_checks_failed_total").increment(1);
-                    if !failing {
-                        tracing::warn!(error = %e, "realtime: the session check failed; retrying every interval");
-                    }
-                    failing = true;
-                }
+                })
             }
-        }
-    });
+        },
+    );
 }
 
 #[cfg(test)]

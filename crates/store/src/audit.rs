@@ -3,7 +3,7 @@
 use crate::StoreError;
 use serde_json::Value;
 use sqlx::PgExecutor;
-use switchboard_domain::EventKind;
+use switchboard_domain::Event;
 use uuid::Uuid;
 
 /// Who acted, and through which request.
@@ -49,10 +49,9 @@ pub async fn record_with_events<'e>(
     action: &str,
     target: Option<(&str, Uuid)>,
     details: Value,
-    events: &[(EventKind, Value)],
+    events: &[Event],
 ) -> Result<(), StoreError> {
-    let names: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
-    let payloads: Vec<&Value> = events.iter().map(|(_, p)| p).collect();
+    let (names, payloads) = crate::event_outbox::columns(events.iter())?;
     sqlx::query(
         "WITH a AS (
            INSERT INTO audit_log (org_id, actor_user_id, action, target_type, target_id, details,

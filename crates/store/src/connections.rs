@@ -68,7 +68,7 @@ pub async fn create(
     .bind(new.settings)
     .fetch_one(pool)
     .await
-    .map_err(StoreError::classify)
+    .map_err(StoreError::from)
 }
 
 /// Live connections of the given orgs, newest first.

@@ -3,7 +3,7 @@
 use crate::StoreError;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{Author, ChannelKind, DeliveryStatus};
 use uuid::Uuid;
 
 /// A conversation with its customer.
@@ -87,11 +87,11 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<ConversationRow>, Sto
 pub struct MessageRow {
     pub id: Uuid,
     pub direction: String,
-    pub author: String,
+    pub author: Author,
     pub author_user_id: Option<Uuid>,
     pub body: String,
     pub created_at: DateTime<Utc>,
-    pub delivery_status: Option<String>,
+    pub delivery_status: Option<DeliveryStatus>,
     pub provider_message_id: Option<String>,
     pub delivered_at: Option<DateTime<Utc>>,
     pub delivery_error: Option<String>,
@@ -106,7 +106,7 @@ pub async fn messages(
     limit: i64,
 ) -> Result<Vec<MessageRow>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT m.id, m.direction::text AS direction, m.author::text AS author, m.author_user_id,
+        "SELECT m.id, m.direction::text AS direction, m.author, m.author_user_id,
                 m.body, m.created_at, m.delivery_status, m.provider_message_id, m.delivered_at,
                 m.delivery_error
          FROM messages m

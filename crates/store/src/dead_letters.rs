@@ -8,7 +8,7 @@
 use crate::StoreError;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{ChannelKind, DeadLetterStatus};
 use uuid::Uuid;
 
 /// A dead letter as admins see it.
@@ -21,8 +21,7 @@ pub struct DeadLetter {
     pub message_id: Uuid,
     pub conversation_id: Uuid,
     pub channel: ChannelKind,
-    /// `queued`, `retrying`, `dead` or `resolved`.
-    pub status: String,
+    pub status: DeadLetterStatus,
     pub error: String,
     pub provider_status: Option<i32>,
     /// Failed provider attempts so far.
@@ -46,7 +45,7 @@ FROM channel_failures f JOIN outbox o ON o.id = f.outbox_id";
 #[derive(Debug, Clone)]
 pub struct Filter {
     pub orgs: Vec<Uuid>,
-    pub status: Option<String>,
+    pub status: Option<DeadLetterStatus>,
     pub after: Option<(DateTime<Utc>, Uuid)>,
     pub limit: i64,
 }
@@ -64,7 +63,7 @@ pub async fn list(pool: &PgPool, filter: &Filter) -> Result<Vec<DeadLetter>, Sto
          ORDER BY f.created_at DESC, f.id DESC LIMIT $6"
     ))
     .bind(&filter.orgs)
-    .bind(&filter.status)
+    .bind(filter.status)
     .bind(has_cursor)
     .bind(at)
     .bind(id)

@@ -15,7 +15,8 @@ use crate::StoreError;
 use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use std::time::Duration;
-use switchboard_domain::{ChannelKind, EventKind};
+use switchboard_domain::backoff::Backoff;
+use switchboard_domain::{ChannelKind, DeliveryStatus, Event};
 use uuid::Uuid;
 
 /// A claimed outbox row.
@@ -149,8 +150,9 @@ pub async fn mark_sent<'e>(
     id: Uuid,
     lease_id: Uuid,
     provider_id: &str,
-    event: (EventKind, &Value),
+    event: &Event,
 ) -> Result<bool, StoreError> {
+    let (name, payload) = one_event(event)?;
     let sent: Option<i32> = sqlx::query_scalar(
         "WITH o AS (
            UPDATE outbox SET status = 'sent', provider_id = $3, sent_at = now(), last_error = NULL,
@@ -173,8 +175,8 @@ pub async fn mark_sent<'e>(
     .bind(id)
     .bind(lease_id)
     .bind(provider_id)
-    .bind(event.0.as_str())
-    .bind(event.1)
+    .bind(name)
+    .bind(payload)
     .fetch_optional(db)
     .await?;
     Ok(sent.is_some())
@@ -192,8 +194,9 @@ pub async fn mark_retry<'e>(
     error: &str,
     after: Duration,
     release: bool,
-    event: (EventKind, &Value),
+    event: &Event,
 ) -> Result<bool, StoreError> {
+    let (name, payload) = one_event(event)?;
     let recorded: Option<i32> = sqlx::query_scalar(
         "WITH o AS (
            UPDATE outbox SET status = 'retry', attempts = attempts + 1, last_error = $3,
@@ -215,11 +218,19 @@ pub async fn mark_retry<'e>(
     .bind(error)
     .bind(after.as_secs_f64())
     .bind(release)
-    .bind(event.0.as_str())
-    .bind(event.1)
+    .bind(name)
+    .bind(payload)
     .fetch_optional(db)
     .await?;
     Ok(recorded.is_some())
+}
+
+/// The `event` and `payload` columns of one event.
+fn one_event(event: &Event) -> Result<(&'static str, Value), StoreError> {
+    Ok((
+        event.kind().as_str(),
+        event.payload().map_err(StoreError::Payload)?,
+    ))
 }
 
 /// The breaker is open: the row waits `after` without an attempt being counted, and the
@@ -254,8 +265,9 @@ pub struct Failure<'a> {
     pub attempts: i32,
     /// Dead-letter retries after which the row is `dead`.
     pub max_retries: i32,
-    /// The first dead-letter retry waits this long; each later one twice as long as the last.
-    pub backoff: Duration,
+    /// Waits between dead-letter retries: the first one's, then each later one's by the
+    /// retries the row has had.
+    pub backoff: Backoff,
     /// No retry can fix it as things are (the row failed before any provider call: its
     /// connection deleted, its secrets no longer decrypting): `dead` at once, with no
     /// dead-letter retries, and an admin retries it once the cause is fixed.
@@ -270,7 +282,7 @@ pub struct Failed {
     pub conversation_id: Uuid,
     pub message_id: Uuid,
     /// `failed` (a dead-letter retry will follow) or `dead`.
-    pub status: String,
+    pub status: DeliveryStatus,
     /// The `channel_failures` row.
     pub failure_id: Uuid,
 }
@@ -298,13 +310,13 @@ pub async fn mark_failed(
                                          attempts, status, next_attempt_at)
            SELECT o.id, o.org_id, o.channel, $3, $4, $5,
                   CASE o.status WHEN 'dead' THEN 'dead' ELSE 'queued' END,
-                  now() + make_interval(secs => $7)
+                  now() + make_interval(secs => ($7::float8[])[1])
            FROM o
            ON CONFLICT (outbox_id) DO UPDATE SET
              error = EXCLUDED.error, provider_status = EXCLUDED.provider_status,
              attempts = channel_failures.attempts + EXCLUDED.attempts, status = EXCLUDED.status,
-             next_attempt_at = now() + make_interval(
-               secs => $7 * power(2, LEAST(channel_failures.retries, 20))::float8),
+             next_attempt_at = now() + make_interval(secs => ($7::float8[])[
+               LEAST(channel_failures.retries, cardinality($7::float8[]) - 1) + 1]),
              updated_at = now()
            RETURNING id
          ), m AS (
@@ -320,7 +332,7 @@ pub async fn mark_failed(
     .bind(failure.provider_status.map(i32::from))
     .bind(failure.attempts)
     .bind(failure.max_retries)
-    .bind(failure.backoff.as_secs_f64())
+    .bind(failure.backoff.seconds_table(21))
     .bind(failure.dead)
     .fetch_optional(&mut *tx)
     .await?)

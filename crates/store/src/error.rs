@@ -21,6 +21,9 @@ pub enum StoreError {
     /// Encryption or decryption of a secret failed.
     #[error("secret encryption error: {0}")]
     Crypto(&'static str),
+    /// A realtime event's payload could not be serialized (see `switchboard_domain::Event`).
+    #[error("event payload: {0}")]
+    Payload(#[source] serde_json::Error),
     /// The database settings contradict each other (see `switchboard_config::PgTls`).
     #[error("{0}")]
     Config(String),
@@ -40,8 +43,8 @@ impl From<sqlx::Error> for StoreError {
 
 impl StoreError {
     /// Maps constraint violations to their own variants so handlers can answer 409/422 from
-    /// one place instead of matching SQLSTATEs everywhere.
-    pub fn classify(error: sqlx::Error) -> Self {
+    /// one place instead of matching SQLSTATEs everywhere. Private: `From` is the only way in.
+    fn classify(error: sqlx::Error) -> Self {
         if let sqlx::Error::Database(db) = &error {
             match db.code().as_deref() {
                 Some("23505") => return StoreError::Conflict,

@@ -5,7 +5,7 @@
 use crate::StoreError;
 use serde_json::Value;
 use sqlx::PgExecutor;
-use switchboard_domain::EventKind;
+use switchboard_domain::Event;
 use uuid::Uuid;
 
 /// Stores `events` of `org_id` (in order) with the caller's executor, usually its open
@@ -13,38 +13,28 @@ use uuid::Uuid;
 pub async fn enqueue<'e>(
     db: impl PgExecutor<'e>,
     org_id: Uuid,
-    events: &[(EventKind, Value)],
+    events: &[Event],
 ) -> Result<(), StoreError> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
-    let payloads: Vec<&Value> = events.iter().map(|(_, p)| p).collect();
-    sqlx::query(
-        "INSERT INTO event_outbox (org_id, event, payload)
-         SELECT $1, e, p FROM UNNEST($2::text[], $3::jsonb[]) WITH ORDINALITY AS t(e, p, i)
-         ORDER BY i",
-    )
-    .bind(org_id)
-    .bind(&names)
-    .bind(&payloads)
-    .execute(db)
-    .await?;
-    Ok(())
+    let rows: Vec<(Uuid, &Event)> = events.iter().map(|e| (org_id, e)).collect();
+    insert(db, &rows).await
 }
 
 /// Stores events of several orgs at once (in order), e.g. what a pod emits outside any
 /// business transaction.
 pub async fn enqueue_many<'e>(
     db: impl PgExecutor<'e>,
-    events: &[(Uuid, EventKind, Value)],
+    events: &[(Uuid, Event)],
 ) -> Result<(), StoreError> {
+    let rows: Vec<(Uuid, &Event)> = events.iter().map(|(o, e)| (*o, e)).collect();
+    insert(db, &rows).await
+}
+
+async fn insert<'e>(db: impl PgExecutor<'e>, events: &[(Uuid, &Event)]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
-    let orgs: Vec<Uuid> = events.iter().map(|(o, _, _)| *o).collect();
-    let names: Vec<&str> = events.iter().map(|(_, k, _)| k.as_str()).collect();
-    let payloads: Vec<&Value> = events.iter().map(|(_, _, p)| p).collect();
+    let orgs: Vec<Uuid> = events.iter().map(|(o, _)| *o).collect();
+    let (names, payloads) = columns(events.iter().map(|(_, e)| *e))?;
     sqlx::query(
         "INSERT INTO event_outbox (org_id, event, payload)
          SELECT o, e, p FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS t(o, e, p, i)
@@ -56,6 +46,17 @@ pub async fn enqueue_many<'e>(
     .execute(db)
     .await?;
     Ok(())
+}
+
+/// The `event` and `payload` columns of `events`, for the statements that insert them (here
+/// and with an audit row).
+pub(crate) fn columns<'a>(
+    events: impl Iterator<Item = &'a Event>,
+) -> Result<(Vec<&'static str>, Vec<Value>), StoreError> {
+    events
+        .map(|e| Ok((e.kind().as_str(), e.payload().map_err(StoreError::Payload)?)))
+        .collect::<Result<Vec<_>, StoreError>>()
+        .map(|rows| rows.into_iter().unzip())
 }
 
 /// The `queue_item_*` payload of the expert-queue row aliased `q`, as SQL (see

@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use std::borrow::Cow;
 use std::time::Duration;
+use switchboard_domain::backoff::Backoff;
 use uuid::Uuid;
 
 /// An accepted webhook event.
@@ -93,7 +94,7 @@ pub async fn insert_batch(
     .bind(&done)
     .fetch_all(pool)
     .await
-    .map_err(StoreError::classify)?;
+    ?;
     let mut inserted: std::collections::HashMap<(Uuid, String), Uuid> = rows
         .into_iter()
         .map(|(id, conn, key)| ((conn, key), id))
@@ -240,10 +241,9 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreE
 pub struct RetryPolicy {
     /// Failed attempts after which an event is parked (`INBOX_MAX_ATTEMPTS`).
     pub max_attempts: i32,
-    /// Wait before the first retry, doubled for each later one (`INBOX_RETRY_BASE_SECS`).
-    pub base: Duration,
-    /// Longest wait between two attempts.
-    pub max_wait: Duration,
+    /// Waits between attempts: from `INBOX_RETRY_BASE_SECS`, doubled for each later one, up
+    /// to `INBOX_RETRY_MAX_SECS`.
+    pub backoff: Backoff,
 }
 
 /// What [`record_failure`] did to the event.
@@ -272,15 +272,19 @@ pub async fn record_failure(
     let row: Option<(i32, bool)> = sqlx::query_as(
         "UPDATE inbound_events SET attempts = attempts + 1, last_error = $2, locked_until = NULL,
                 claim_token = NULL,
-                retry_at = now() + make_interval(secs => LEAST($4, $3 * power(2, LEAST(attempts, 30)))),
-                parked_at = CASE WHEN attempts + 1 >= $5 THEN now() END
-         WHERE id = $1 AND claim_token = $6 AND processed_at IS NULL AND parked_at IS NULL
+                retry_at = now() + make_interval(
+                    secs => ($3::float8[])[LEAST(attempts, cardinality($3::float8[]) - 1) + 1]),
+                parked_at = CASE WHEN attempts + 1 >= $4 THEN now() END
+         WHERE id = $1 AND claim_token = $5 AND processed_at IS NULL AND parked_at IS NULL
          RETURNING attempts, parked_at IS NOT NULL",
     )
     .bind(id)
     .bind(strip_nul_str(error).as_ref())
-    .bind(policy.base.as_secs_f64())
-    .bind(policy.max_wait.as_secs_f64())
+    .bind(
+        policy
+            .backoff
+            .seconds_table(policy.max_attempts.clamp(1, 31).unsigned_abs()),
+    )
     .bind(policy.max_attempts.max(1))
     .bind(token)
     .fetch_optional(pool)

@@ -4,59 +4,23 @@
 use crate::StoreError;
 use crate::model::ChannelKind;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::Value;
 use sqlx::{PgPool, Postgres, QueryBuilder};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Where an event stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EventStatus {
-    /// Waiting for its job (or for its next attempt after a failure).
-    Pending,
-    /// A job holds its lease right now.
-    Processing,
-    /// Fully handled.
-    Processed,
-    /// Failed `INBOX_MAX_ATTEMPTS` times; waits for an admin's replay.
-    Parked,
-}
+pub use switchboard_domain::InboundStatus as EventStatus;
 
-impl std::str::FromStr for EventStatus {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        match s {
-            "pending" => Ok(EventStatus::Pending),
-            "processing" => Ok(EventStatus::Processing),
-            "processed" => Ok(EventStatus::Processed),
-            "parked" => Ok(EventStatus::Parked),
-            _ => Err(()),
+/// The condition selecting events in state `status`.
+fn condition(status: EventStatus) -> &'static str {
+    match status {
+        EventStatus::Processed => "processed_at IS NOT NULL",
+        EventStatus::Parked => "processed_at IS NULL AND parked_at IS NOT NULL",
+        EventStatus::Processing => {
+            "processed_at IS NULL AND parked_at IS NULL AND locked_until > now()"
         }
-    }
-}
-
-impl TryFrom<String> for EventStatus {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-            .map_err(|()| format!("unknown event status {s:?}"))
-    }
-}
-
-impl EventStatus {
-    /// The condition selecting events in this state.
-    fn condition(self) -> &'static str {
-        match self {
-            EventStatus::Processed => "processed_at IS NOT NULL",
-            EventStatus::Parked => "processed_at IS NULL AND parked_at IS NOT NULL",
-            EventStatus::Processing => {
-                "processed_at IS NULL AND parked_at IS NULL AND locked_until > now()"
-            }
-            EventStatus::Pending => {
-                "processed_at IS NULL AND parked_at IS NULL AND (locked_until IS NULL OR locked_until <= now())"
-            }
+        EventStatus::Pending => {
+            "processed_at IS NULL AND parked_at IS NULL AND (locked_until IS NULL OR locked_until <= now())"
         }
     }
 }
@@ -82,7 +46,6 @@ pub struct EventRow {
     /// The provider's dedup key.
     pub dedup_key: String,
     /// Where it stands.
-    #[sqlx(try_from = "String")]
     pub status: EventStatus,
     /// Failed attempts.
     pub attempts: i32,
@@ -134,7 +97,7 @@ pub async fn list(pool: &PgPool, filter: &EventFilter) -> Result<Vec<EventRow>, 
     ));
     q.push_bind(&filter.orgs).push(")");
     if let Some(status) = filter.status {
-        q.push(" AND ").push(status.condition());
+        q.push(" AND ").push(condition(status));
     }
     if let Some(channel) = filter.channel {
         q.push(" AND channel = ").push_bind(channel);

@@ -70,7 +70,7 @@ pub enum Route {
 /// which PgBouncer refuses unless told to ignore it.
 pub fn connect_options(config: &Config, route: Route) -> Result<PgConnectOptions, StoreError> {
     let url = match route {
-        Route::Pooled => config.database_url.expose_secret(),
+        Route::Pooled => config.database.url.expose_secret(),
         Route::Direct => config.database_direct_url(),
     };
     let mut options = PgConnectOptions::from_str(url)
@@ -89,12 +89,12 @@ pub fn connect_options(config: &Config, route: Route) -> Result<PgConnectOptions
         }
         PgTls::Require => options.ssl_mode(PgSslMode::Require),
         PgTls::Off => options.ssl_mode(PgSslMode::Disable),
-        PgTls::FromUrl => match &config.database_tls_ca {
+        PgTls::FromUrl => match &config.database.tls_ca {
             Some(ca) => options.ssl_root_cert(ca),
             None => options,
         },
     };
-    if route == Route::Pooled && config.database_pooler == PoolerMode::Transaction {
+    if route == Route::Pooled && config.database.pooler == PoolerMode::Transaction {
         options = options.statement_cache_capacity(0).extra_float_digits(None);
     }
     Ok(options)
@@ -105,7 +105,7 @@ pub fn connect_options(config: &Config, route: Route) -> Result<PgConnectOptions
 pub fn connect_lazy(config: &Config) -> Result<PgPool, StoreError> {
     let options = connect_options(config, Route::Pooled)?;
     Ok(PgPoolOptions::new()
-        .max_connections(config.db_pool_size)
+        .max_connections(config.database.pool_size)
         .min_connections(0)
         .acquire_timeout(Duration::from_secs(5))
         .idle_timeout(Duration::from_secs(300))

@@ -23,7 +23,7 @@ pub async fn create(pool: &PgPool, name: &str) -> Result<Org, StoreError> {
         .bind(name)
         .fetch_one(pool)
         .await
-        .map_err(StoreError::classify)
+        .map_err(StoreError::from)
 }
 
 /// Fetches an org by id.
@@ -68,5 +68,5 @@ pub async fn set_time_zone(
         .bind(time_zone)
         .fetch_optional(pool)
         .await
-        .map_err(StoreError::classify)
+        .map_err(StoreError::from)
 }

@@ -4,25 +4,8 @@
 use crate::StoreError;
 use sqlx::{PgExecutor, PgPool};
 use std::time::Duration;
+use switchboard_domain::Author;
 use uuid::Uuid;
-
-/// Who wrote a reply: the agent (its draft, released unedited by an expert) or the expert.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyAuthor {
-    /// The agent's draft, as released.
-    Agent,
-    /// The expert's own or edited words.
-    Expert,
-}
-
-impl ReplyAuthor {
-    fn as_str(self) -> &'static str {
-        match self {
-            ReplyAuthor::Agent => "agent",
-            ReplyAuthor::Expert => "expert",
-        }
-    }
-}
 
 /// An outbound reply to store with its outbox row.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +16,7 @@ pub struct NewReply<'a> {
     /// The conversation answered.
     pub conversation_id: Uuid,
     /// Agent (an unedited draft) or expert.
-    pub author: ReplyAuthor,
+    pub author: Author,
     /// The expert who released or wrote it.
     pub user_id: Uuid,
     /// The text.
@@ -79,7 +62,7 @@ pub async fn insert_reply<'e>(
     .bind(reply.answers)
     .fetch_one(db)
     .await
-    .map_err(StoreError::classify)
+    .map_err(StoreError::from)
 }
 
 /// Rows still to send whose due time passed `grace` ago and that no worker holds: their job

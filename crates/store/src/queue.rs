@@ -290,7 +290,7 @@ pub async fn transition<'e>(
         .bind(t.if_match)
         .fetch_optional(db)
         .await
-        .map_err(StoreError::classify)
+        .map_err(StoreError::from)
 }
 
 /// Why a transition matched no row, in the order a client is told: the state (or the

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
+use switchboard_domain::ReportKind;
 use uuid::Uuid;
 
 /// A stored report.
@@ -16,8 +17,8 @@ pub struct Report {
     pub id: Uuid,
     /// The org.
     pub org_id: Uuid,
-    /// `daily_summary`, `weekly_report` or `review_summary`.
-    pub kind: String,
+    /// Which report.
+    pub kind: ReportKind,
     /// Start of the period covered (inclusive).
     pub period_start: DateTime<Utc>,
     /// End of the period covered (exclusive).
@@ -38,7 +39,7 @@ pub struct NewReport<'a> {
     /// The org.
     pub org_id: Uuid,
     /// The kind.
-    pub kind: &'a str,
+    pub kind: ReportKind,
     /// Period start.
     pub period_start: DateTime<Utc>,
     /// Period end.
@@ -74,7 +75,7 @@ pub async fn insert(
 pub async fn list(
     pool: &PgPool,
     orgs: &[Uuid],
-    kind: Option<&str>,
+    kind: Option<ReportKind>,
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Report>, StoreError> {

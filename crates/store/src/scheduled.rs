@@ -2,34 +2,30 @@
 //! the backlog past its SLA and the items flagged for review.
 
 use crate::StoreError;
-use crate::event_outbox::QUEUE_ITEM_PAYLOAD_SQL;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::PgPool;
-use std::sync::LazyLock;
+use switchboard_domain::events::QueueItemEvent;
 use uuid::Uuid;
 
-/// A snoozed item that came due, with its `queue_item_updated` payload.
+/// A snoozed item that came due, as its `queue_item_updated` event says it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Resurfaced {
     /// The item's org.
     pub org_id: Uuid,
-    /// The `queue_item_updated` payload after the change.
-    pub payload: Value,
+    /// The item after the change.
+    #[sqlx(flatten)]
+    pub item: QueueItemEvent,
 }
 
-static RESURFACE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "UPDATE expert_queue q SET status = 'pending', snoozed_until = NULL,
-                version = q.version + 1, updated_at = now()
-         WHERE q.id IN (SELECT id FROM expert_queue
-                        WHERE status = 'snoozed' AND snoozed_until <= now()
-                        ORDER BY snoozed_until LIMIT $1 FOR UPDATE SKIP LOCKED)
-           AND q.status = 'snoozed' AND q.snoozed_until <= now()
-         RETURNING q.org_id, {QUEUE_ITEM_PAYLOAD_SQL} AS payload"
-    )
-});
+const RESURFACE: &str = "UPDATE expert_queue q SET status = 'pending', snoozed_until = NULL,
+        version = q.version + 1, updated_at = now()
+     WHERE q.id IN (SELECT id FROM expert_queue
+                    WHERE status = 'snoozed' AND snoozed_until <= now()
+                    ORDER BY snoozed_until LIMIT $1 FOR UPDATE SKIP LOCKED)
+       AND q.status = 'snoozed' AND q.snoozed_until <= now()
+     RETURNING q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
+               q.flagged_for_review";
 
 /// Moves up to `limit` snoozed items whose time has come back to `pending`, in one
 /// `UPDATE … RETURNING` (AA5: an item already moved by anyone else is not in the `WHERE`).
@@ -37,7 +33,7 @@ pub async fn resurface_snoozed(
     tx: &mut PgConnection,
     limit: i64,
 ) -> Result<Vec<Resurfaced>, StoreError> {
-    Ok(sqlx::query_as(&RESURFACE)
+    Ok(sqlx::query_as(RESURFACE)
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?)

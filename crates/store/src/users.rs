@@ -69,8 +69,7 @@ pub async fn create(
     .bind(email)
     .bind(password_hash)
     .fetch_optional(pool)
-    .await
-    .map_err(StoreError::classify)?;
+    .await?;
     if let Some(user) = inserted {
         return Ok((user, true));
     }
@@ -143,8 +142,7 @@ pub async fn add_member(
     .bind(user_id)
     .bind(role)
     .execute(pool)
-    .await
-    .map_err(StoreError::classify)?;
+    .await?;
     Ok(())
 }
 

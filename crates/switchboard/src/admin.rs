@@ -100,12 +100,12 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
             // The demo org has well-known users with printed passwords and demo channel
             // secrets: it exists only where DEMO_MODE says demos are wanted, never in
             // production (where DEMO_MODE is refused at start anyway).
-            if config.app_env == AppEnv::Production {
+            if config.app.env == AppEnv::Production {
                 bail!(
                     "seed-demo refuses to run with APP_ENV=production: it creates users whose passwords it prints"
                 );
             }
-            if !config.demo_mode {
+            if !config.app.demo_mode {
                 bail!("seed-demo needs DEMO_MODE=true (the development default)");
             }
             let seed = demo::seed(config, &pool).await;

@@ -3,21 +3,35 @@
 //! Tests never guess where Postgres and Redis are: `scripts/test.sh` starts its own and
 //! exports `SB_TEST_DATABASE_URL` (a superuser URL) and `SB_TEST_REDIS_URL`. Each test gets
 //! a fresh, migrated database and a random Redis key prefix, so tests run in parallel
-//! without seeing each other's data.
+//! without seeing each other's data. [`TestApp`] puts pods, fakes and data together; what
+//! a test waits for it awaits with [`eventually`] instead of sleeping.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod app;
+pub mod fakes;
+mod load;
 mod pod;
 mod redis_cluster;
 mod redis_server;
+pub mod rows;
+mod seed;
 pub mod signing;
 pub mod socket;
+mod user;
 
-pub use pod::{TestPod, seed_member};
+pub use app::{TestApp, TestAppBuilder};
+pub use fakes::{Call, Provider};
+pub use load::Load;
+pub use pod::{Endpoint, TestPod};
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
+pub use rows::{Delivery, delivery, wait_outbox};
+pub use seed::{seed_item, seed_member, seed_queue_items, user_id};
+pub use user::{CHANNELS, Member, Org, User, outbox_of};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 use switchboard_config::Config;
 use uuid::Uuid;
 
@@ -63,6 +77,22 @@ pub fn redis_client(url: &str) -> redis::Client {
     switchboard_coord::client_for_url(url, &redis_tls(url)).expect("redis client")
 }
 
+/// The keys of the shared test Redis matching `pattern`, sorted.
+pub async fn redis_keys(pattern: &str) -> Vec<String> {
+    let client = redis_client(&redis_url());
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    keys.sort();
+    keys
+}
+
 /// `url` with its database (the URL's path) replaced by `name`, query kept.
 fn with_database(url: &str, name: &str) -> String {
     let mut parsed = url::Url::parse(url).expect("test database URL parses");
@@ -81,9 +111,12 @@ pub struct TestDb {
 }
 
 impl TestDb {
-    /// Creates `sb_<random>` on the test server and migrates it. Both go to Postgres
-    /// directly (`SB_TEST_DATABASE_DIRECT_URL`, default `SB_TEST_DATABASE_URL`): the
+    /// Creates `sb_<random>` on the test server as a copy of a migrated template. Both go to
+    /// Postgres directly (`SB_TEST_DATABASE_DIRECT_URL`, default `SB_TEST_DATABASE_URL`): the
     /// migrator holds a session lock, which a transaction-mode pooler would not keep.
+    ///
+    /// Copying a template is a file copy inside Postgres, several times faster than running
+    /// every migration per test.
     pub async fn fresh() -> TestDb {
         let pooled_admin = required("SB_TEST_DATABASE_URL");
         let direct_admin =
@@ -92,20 +125,17 @@ impl TestDb {
         let admin = sqlx::PgPool::connect(&direct_admin)
             .await
             .expect("connect to test postgres");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
+        let template = migrated_template(&admin, &direct_admin).await;
+        sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
             .execute(&admin)
             .await
             .expect("create test database");
         admin.close().await;
-        let db = TestDb {
+        TestDb {
             url: with_database(&pooled_admin, &name),
             direct_url: with_database(&direct_admin, &name),
             name,
-        };
-        let pool = db.pool().await;
-        switchboard_store::migrate(&pool).await.expect("migrate");
-        pool.close().await;
-        db
+        }
     }
 
     /// Runs a `SELECT count(*) …` (any single bigint) and returns it.
@@ -116,17 +146,41 @@ impl TestDb {
         n
     }
 
-    /// Polls [`TestDb::count`] until it equals `want` or 30 s pass; returns the last value.
+    /// Awaits [`TestDb::count`] equal to `want` (30 s at most); returns the last value, so
+    /// the caller's assertion names what it saw.
     pub async fn wait_for_count(&self, sql: &str, want: i64) -> i64 {
-        let mut last = -1;
-        for _ in 0..300 {
-            last = self.count(sql).await;
-            if last == want {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+        self.wait_for(sql, |n| n == want).await
+    }
+
+    /// Awaits [`TestDb::count`] at least `want` (30 s at most); returns the last value.
+    pub async fn wait_for_at_least(&self, sql: &str, want: i64) -> i64 {
+        self.wait_for(sql, |n| n >= want).await
+    }
+
+    async fn wait_for(&self, sql: &str, done: impl Fn(i64) -> bool) -> i64 {
+        let pool = self.pool().await;
+        let count = || async { sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql) };
+        let last = settled(Duration::from_secs(30), count, |n| done(*n)).await;
+        pool.close().await;
         last
+    }
+
+    /// Awaits `n` runs of scheduled job `job` that finished ok and began after this call
+    /// (30 s at most), and returns how many there were: the positive signal a check that
+    /// something did *not* happen waits on, instead of sleeping for "long enough".
+    pub async fn wait_for_job_runs(&self, job: &str, n: i64) -> i64 {
+        let pool = self.pool().await;
+        let since: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&pool)
+            .await
+            .expect("now");
+        pool.close().await;
+        let sql = format!(
+            "SELECT count(*) FROM cron_runs WHERE job = '{job}' AND status = 'ok'
+               AND started_at > '{}'::timestamptz",
+            since.to_rfc3339()
+        );
+        self.wait_for_at_least(&sql, n).await
     }
 
     /// A pool on this database (for assertions on rows), straight to Postgres.
@@ -135,6 +189,130 @@ impl TestDb {
             .await
             .expect("connect")
     }
+}
+
+/// How often [`eventually`] looks again: short enough that a test never waits noticeably
+/// longer than the condition took.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Awaits `check` answering `Some` and returns its value; panics naming `what` when
+/// `deadline` passes first. For conditions the system offers no event for (a row written by
+/// a worker, a key expired); a negative check waits on a positive signal with this instead
+/// of sleeping.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match try_eventually(deadline, check).await {
+        Some(value) => value,
+        None => panic!("{what}: not within {deadline:?}"),
+    }
+}
+
+/// Awaits `check` giving a value `done` accepts (`deadline` at most) and returns the last
+/// value either way, so that the caller's assertion shows what it saw.
+pub async fn settled<T, F, Fut>(deadline: Duration, mut check: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        let value = check().await;
+        if done(&value) || tokio::time::Instant::now() >= until {
+            return value;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// [`eventually`] that answers `None` at the deadline instead of panicking.
+pub async fn try_eventually<T, F, Fut>(deadline: Duration, check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    try_eventually_every(deadline, POLL, check).await
+}
+
+/// [`try_eventually`] looking every `interval`, for checks that cost more than a query
+/// (a `redis-cli` process, a connection attempt).
+pub async fn try_eventually_every<T, F, Fut>(
+    deadline: Duration,
+    interval: Duration,
+    mut check: F,
+) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() >= until {
+            return None;
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// The name of a database holding every migration of this build, creating it on first use.
+/// Its name carries a digest of the migrations, so a changed migration gets a new template,
+/// and an advisory lock lets the first of many test processes build it while the others
+/// wait (nextest runs each test in a process of its own).
+async fn migrated_template(admin: &sqlx::PgPool, admin_url: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for m in switchboard_store::MIGRATOR.iter() {
+        digest.update(m.version.to_be_bytes());
+        digest.update(&m.checksum);
+    }
+    let name = format!("sb_template_{}", &hex::encode(digest.finalize())[..16]);
+    let mut conn = admin.acquire().await.expect("connect to test postgres");
+    // One key for every template build: they are rare, and one key cannot collide with
+    // another's digest.
+    sqlx::query("SELECT pg_advisory_lock(7304917301)")
+        .execute(&mut *conn)
+        .await
+        .expect("template lock");
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&name)
+            .fetch_one(&mut *conn)
+            .await
+            .expect("look for the template");
+    if !exists {
+        // Built under another name and renamed when complete, so a process that died midway
+        // never leaves a half-migrated template behind.
+        let building = format!("{name}_building");
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {building}"))
+            .execute(&mut *conn)
+            .await
+            .expect("drop a stale template build");
+        sqlx::query(&format!("CREATE DATABASE {building}"))
+            .execute(&mut *conn)
+            .await
+            .expect("create the template");
+        let pool = sqlx::PgPool::connect(&with_database(admin_url, &building))
+            .await
+            .expect("connect to the template");
+        switchboard_store::migrate(&pool)
+            .await
+            .expect("migrate the template");
+        pool.close().await;
+        sqlx::query(&format!("ALTER DATABASE {building} RENAME TO {name}"))
+            .execute(&mut *conn)
+            .await
+            .expect("name the template");
+    }
+    sqlx::query("SELECT pg_advisory_unlock(7304917301)")
+        .execute(&mut *conn)
+        .await
+        .expect("template unlock");
+    name
 }
 
 /// Environment variables for a test pod on `db` with its own Redis prefix, on the test
@@ -203,55 +381,4 @@ pub fn http() -> reqwest::Client {
         .timeout(std::time::Duration::from_secs(30))
         .build()
         .expect("client")
-}
-
-/// Seeds `n` pending expert-queue items for `org` on `connection` (each with its customer,
-/// conversation, inbound message and draft), created one millisecond apart, the newest
-/// now; returns their ids, oldest first.
-pub async fn seed_queue_items(db: &TestDb, org: Uuid, connection: Uuid, n: i64) -> Vec<Uuid> {
-    let pool = db.pool().await;
-    let tag = Uuid::new_v4().simple().to_string();
-    let ids: Vec<Uuid> = sqlx::query_scalar(
-        "WITH cu AS (
-           INSERT INTO customers (org_id, channel, external_id, display_name)
-           SELECT $1, 'slack', $3 || '-' || i, 'Customer ' || i FROM generate_series(1, $4) i
-           RETURNING id, external_id
-         ), conv AS (
-           INSERT INTO conversations (org_id, customer_id, channel, connection_id)
-           SELECT $1, cu.id, 'slack', $2 FROM cu RETURNING id, customer_id
-         ), msg AS (
-           INSERT INTO messages (org_id, conversation_id, direction, author, body, channel,
-                                 channel_message_id, reply_to)
-           SELECT $1, conv.id, 'inbound', 'customer', 'Where is my order?', 'slack',
-                  conv.id::text, jsonb_build_object('channel', 'C1', 'thread_ts', '1.5')
-           FROM conv RETURNING id, conversation_id
-         ), d AS (
-           INSERT INTO drafts (org_id, conversation_id, message_id, body, confidence)
-           SELECT $1, conversation_id, id, 'It ships tomorrow.', 0.8 FROM msg
-           RETURNING id, conversation_id, message_id, body, confidence
-         )
-         INSERT INTO expert_queue (org_id, conversation_id, draft_id, draft_message_id, draft_body,
-                                   draft_confidence, created_at, updated_at)
-         SELECT $1, d.conversation_id, d.id, d.message_id, d.body, d.confidence,
-                clock_timestamp() - (($4 - row_number() OVER ()) || ' ms')::interval,
-                clock_timestamp() - (($4 - row_number() OVER ()) || ' ms')::interval
-         FROM d
-         RETURNING id",
-    )
-    .bind(org)
-    .bind(connection)
-    .bind(tag)
-    .bind(n)
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    let ordered: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT id FROM expert_queue WHERE id = ANY($1) ORDER BY created_at, id",
-    )
-    .bind(&ids)
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    pool.close().await;
-    ordered
 }

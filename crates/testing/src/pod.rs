@@ -1,16 +1,32 @@
 //! In-process pods: the real app on `127.0.0.1:0`, several of them on one Postgres + Redis.
 
-use crate::{TestDb, config_from, http, pod_env, random_prefix, redis_url};
+use crate::signing::Signed;
+use crate::{TestDb, config_from, eventually, http, pod_env, random_prefix, redis_url};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::time::Duration;
 use switchboard_api::{App, Server};
-use switchboard_domain::Role;
+use switchboard_domain::Event;
 use uuid::Uuid;
 
-/// One running pod and a client for it.
+/// One running pod and a client for it (its [`Endpoint`], which it derefs to).
 pub struct TestPod {
     /// The running server.
     pub server: Server,
+    endpoint: Endpoint,
+}
+
+impl std::ops::Deref for TestPod {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
+}
+
+/// A pod's address and an HTTP client for it: what a test does with a pod over HTTP,
+/// whether the pod runs in the test's process or as the `switchboard` binary.
+pub struct Endpoint {
     /// `http://127.0.0.1:{port}`.
     pub base: String,
     /// HTTP client.
@@ -53,6 +69,35 @@ impl TestPod {
         let base = format!("http://{}", server.local_addr());
         TestPod {
             server,
+            endpoint: Endpoint::new(base),
+        }
+    }
+
+    /// Emits `event` for `org` through this pod's emitter, exactly as the flows do after a
+    /// commit.
+    pub fn emit(&self, org: Uuid, event: Event) {
+        self.server.state().flows.emitter.emit(org, event);
+    }
+
+    /// Socket.IO connections this pod holds.
+    pub fn local_sockets(&self) -> usize {
+        self.server.state().realtime.local_sockets()
+    }
+
+    /// Awaits this pod holding `n` sockets (`within` at most); whether it did.
+    pub async fn sockets_become(&self, n: usize, within: Duration) -> bool {
+        crate::try_eventually(within, || async {
+            (self.local_sockets() == n).then_some(())
+        })
+        .await
+        .is_some()
+    }
+}
+
+impl Endpoint {
+    /// A client for the pod at `base` (`http://host:port`).
+    pub fn new(base: String) -> Endpoint {
+        Endpoint {
             base,
             client: http(),
         }
@@ -63,42 +108,87 @@ impl TestPod {
         format!("{}{path}", self.base)
     }
 
-    /// Logs in and returns the bearer token.
-    pub async fn login(&self, email: &str, password: &str) -> String {
-        let response = self
+    /// `GET {path}` without credentials.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// `GET {path}`'s status.
+    pub async fn status(&self, path: &str) -> u16 {
+        self.get(path).await.status().as_u16()
+    }
+
+    /// `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        self.get("/metrics")
+            .await
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
+    /// `GET /ready`: the status and the report.
+    pub async fn ready(&self) -> (u16, Value) {
+        let r = self.get("/ready").await;
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Awaits `/ready` answering 200 (30 s at most): after a start (a process still binding
+    /// its port refuses the connection meanwhile), or after a dependency came back.
+    pub async fn wait_ready(&self) {
+        let url = self.url("/ready");
+        let what = format!("{} is ready", self.base);
+        eventually(&what, Duration::from_secs(30), || async {
+            let status = self.client.get(&url).send().await.ok()?.status();
+            (status == 200).then_some(())
+        })
+        .await;
+    }
+
+    /// Awaits a `/ready` report that `done` accepts (`within` at most) and returns it, or the
+    /// last report when none did: the caller's assertions then say what was wrong.
+    pub async fn ready_until(&self, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let report = || async { self.ready().await.1 };
+        crate::settled(within, report, done).await
+    }
+
+    /// A webhook request for `signed`, to add headers to.
+    pub fn webhook(&self, path: &str, signed: &Signed) -> reqwest::RequestBuilder {
+        let mut request = self.client.post(self.url(path)).body(signed.body.clone());
+        for (name, value) in &signed.headers {
+            request = request.header(*name, value);
+        }
+        request
+    }
+
+    /// Posts a signed webhook; returns the status and body.
+    pub async fn send_webhook(&self, path: &str, signed: &Signed) -> (u16, String) {
+        let r = self.webhook(path, signed).send().await.expect("webhook");
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    }
+
+    /// `POST /auth/login` as it is: the status and the body.
+    pub async fn try_login(&self, email: &str, password: &str) -> (u16, Value) {
+        let r = self
             .client
             .post(self.url("/auth/login"))
             .json(&json!({"email": email, "password": password}))
             .send()
             .await
             .expect("login request");
-        assert_eq!(response.status(), 200, "login as {email}");
-        let body: Value = response.json().await.expect("json");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Logs in and returns the bearer token.
+    pub async fn login(&self, email: &str, password: &str) -> String {
+        let (status, body) = self.try_login(email, password).await;
+        assert_eq!(status, 200, "login as {email}: {body}");
         body["token"].as_str().expect("token").to_owned()
     }
-}
-
-/// Creates an org (or uses `org`) and a member with `role`; returns (org id, email, password).
-pub async fn seed_member(db: &TestDb, org: Option<Uuid>, role: Role) -> (Uuid, String, String) {
-    let pool = db.pool().await;
-    let org_id = match org {
-        Some(id) => id,
-        None => {
-            switchboard_store::orgs::create(&pool, "Test Org")
-                .await
-                .expect("org")
-                .id
-        }
-    };
-    let email = format!("{}@example.test", Uuid::new_v4().simple());
-    let password = "correct horse battery".to_owned();
-    let hash = switchboard_store::users::hash_password(&password).expect("hash");
-    let (user, _) = switchboard_store::users::create(&pool, &email, &hash)
-        .await
-        .expect("user");
-    switchboard_store::users::add_member(&pool, org_id, user.id, role)
-        .await
-        .expect("member");
-    pool.close().await;
-    (org_id, email, password)
 }

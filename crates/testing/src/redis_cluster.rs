@@ -6,7 +6,7 @@ use crate::free_port;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A cluster of plaintext nodes on 127.0.0.1; every node is killed on drop.
 pub struct RedisCluster {
@@ -245,13 +245,11 @@ fn cli(port: u16, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Option<()> {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if done() {
-            return Some(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
+/// Awaits `done` (a `redis-cli` call or a few), looking every 100 ms: each look spawns
+/// processes.
+async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> Option<()> {
+    crate::try_eventually_every(limit, Duration::from_millis(100), || async {
+        done().then_some(())
+    })
+    .await
 }

@@ -46,17 +46,22 @@ impl RedisServer {
             .expect("redis-server on PATH (scripts/test.sh installs it)");
         self.child = Some(child);
         let client = redis::Client::open(self.url()).expect("url");
-        for _ in 0..100 {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+        let answers = crate::try_eventually_every(
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+            || async {
+                let mut conn = client.get_multiplexed_async_connection().await.ok()?;
                 let pong: redis::RedisResult<String> =
                     redis::cmd("PING").query_async(&mut conn).await;
-                if pong.is_ok() {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("redis-server did not start on {}", self.port);
+                pong.ok()
+            },
+        )
+        .await;
+        assert!(
+            answers.is_some(),
+            "redis-server did not start on {}",
+            self.port
+        );
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit.

@@ -1,26 +1,22 @@
-//! Webhook requests signed the way each provider signs them, computed here with plain
-//! `hmac`, independently of the code under test.
+//! Webhooks as the providers send them to the test connections, signed by the one signer
+//! the demo and the load generator use too ([`switchboard_channels::signing`], checked there
+//! against the providers' published examples).
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
+use switchboard_channels::signing as signer;
 
-/// A request ready to send: headers, body and content type.
-pub struct Signed {
-    /// Header name/value pairs.
-    pub headers: Vec<(String, String)>,
-    /// Raw body.
-    pub body: Vec<u8>,
-}
+pub use switchboard_channels::signing::Signed;
 
-fn hmac256(key: &[u8], data: &[u8]) -> Vec<u8> {
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).expect("key");
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
-}
+/// The signing secret of the test Slack connections.
+pub const SLACK_SECRET: &str = "slack-signing-secret";
+/// The auth token of the test WhatsApp (Twilio) connections.
+pub const TWILIO_TOKEN: &str = "twilio-token";
+/// The secret token of the test Telegram connections.
+pub const TELEGRAM_SECRET: &str = "tg-secret-0123456789";
+/// The webhook secret of the test email (Resend) connections.
+pub const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// A Slack Events API message event.
+/// A Slack Events API message event, signed now.
 pub fn slack(signing_secret: &str, event_id: &str, user: &str, ts: &str, text: &str) -> Signed {
     let body = serde_json::to_vec(&json!({
         "type": "event_callback", "event_id": event_id, "team_id": "T1",
@@ -30,25 +26,18 @@ pub fn slack(signing_secret: &str, event_id: &str, user: &str, ts: &str, text: &
     slack_raw(signing_secret, chrono::Utc::now().timestamp(), body)
 }
 
-/// Any Slack body signed at `timestamp`.
-pub fn slack_raw(signing_secret: &str, timestamp: i64, body: Vec<u8>) -> Signed {
-    let mut base = format!("v0:{timestamp}:").into_bytes();
-    base.extend_from_slice(&body);
-    let sig = format!(
-        "v0={}",
-        hex::encode(hmac256(signing_secret.as_bytes(), &base))
-    );
-    Signed {
-        headers: vec![
-            ("content-type".into(), "application/json".into()),
-            ("x-slack-request-timestamp".into(), timestamp.to_string()),
-            ("x-slack-signature".into(), sig),
-        ],
-        body,
-    }
+/// A message event of customer `user` to the test Slack connections ([`SLACK_SECRET`]),
+/// event id `Ev{ts}`.
+pub fn slack_message(user: &str, ts: &str, text: &str) -> Signed {
+    slack(SLACK_SECRET, &format!("Ev{ts}"), user, ts, text)
 }
 
-/// A Twilio WhatsApp message, signed over `url` plus the sorted form parameters.
+/// Any Slack body signed at `timestamp`.
+pub fn slack_raw(signing_secret: &str, timestamp: i64, body: Vec<u8>) -> Signed {
+    signer::slack(signing_secret, timestamp, body)
+}
+
+/// A Twilio WhatsApp message to `url`.
 pub fn twilio(
     auth_token: &str,
     account_sid: &str,
@@ -57,35 +46,15 @@ pub fn twilio(
     from: &str,
     text: &str,
 ) -> Signed {
-    let mut params = vec![
-        ("AccountSid", account_sid),
-        ("Body", text),
-        ("From", from),
-        ("MessageSid", sid),
-        ("ProfileName", "Customer"),
-        ("To", "whatsapp:+15550000000"),
+    let params = vec![
+        ("AccountSid", account_sid.to_owned()),
+        ("Body", text.to_owned()),
+        ("From", from.to_owned()),
+        ("MessageSid", sid.to_owned()),
+        ("ProfileName", "Customer".to_owned()),
+        ("To", "whatsapp:+15550000000".to_owned()),
     ];
-    params.sort_by_key(|p| p.0);
-    let mut data = url.to_owned();
-    for (k, v) in &params {
-        data.push_str(k);
-        data.push_str(v);
-    }
-    let mut mac = Hmac::<sha1::Sha1>::new_from_slice(auth_token.as_bytes()).expect("key");
-    mac.update(data.as_bytes());
-    let sig = STANDARD.encode(mac.finalize().into_bytes());
-    Signed {
-        headers: vec![
-            (
-                "content-type".into(),
-                "application/x-www-form-urlencoded".into(),
-            ),
-            ("x-twilio-signature".into(), sig),
-        ],
-        body: serde_urlencoded::to_string(&params)
-            .expect("form")
-            .into_bytes(),
-    }
+    signer::twilio(auth_token, url, params)
 }
 
 /// A Telegram update carrying a text message.
@@ -96,19 +65,10 @@ pub fn telegram(secret_token: &str, update_id: i64, chat_id: i64, text: &str) ->
                     "chat": {"id": chat_id, "type": "private"}, "text": text, "date": 0}
     }))
     .expect("json");
-    Signed {
-        headers: vec![
-            ("content-type".into(), "application/json".into()),
-            (
-                "x-telegram-bot-api-secret-token".into(),
-                secret_token.into(),
-            ),
-        ],
-        body,
-    }
+    signer::telegram(secret_token, body)
 }
 
-/// A Resend `email.received` webhook signed with Standard Webhooks.
+/// A Resend `email.received` webhook carrying its text.
 pub fn email(whsec: &str, webhook_id: &str, message_id: &str, from: &str, text: &str) -> Signed {
     let body = serde_json::to_vec(&json!({
         "type": "email.received", "created_at": "2026-11-29T10:00:00Z",
@@ -121,33 +81,19 @@ pub fn email(whsec: &str, webhook_id: &str, message_id: &str, from: &str, text: 
 
 /// Any body signed per Standard Webhooks.
 pub fn standard_webhook(whsec: &str, id: &str, timestamp: i64, body: Vec<u8>) -> Signed {
-    let key = STANDARD
-        .decode(whsec.trim_start_matches("whsec_"))
-        .expect("whsec base64");
-    let mut content = format!("{id}.{timestamp}.").into_bytes();
-    content.extend_from_slice(&body);
-    let sig = format!("v1,{}", STANDARD.encode(hmac256(&key, &content)));
-    Signed {
-        headers: vec![
-            ("content-type".into(), "application/json".into()),
-            ("webhook-id".into(), id.into()),
-            ("webhook-timestamp".into(), timestamp.to_string()),
-            ("webhook-signature".into(), sig),
-        ],
-        body,
-    }
+    signer::standard_webhook(whsec, id, timestamp, body).expect("whsec_<base64>")
 }
 
 /// Secrets for a test connection of `channel`.
 pub fn secrets(channel: &str) -> Value {
     match channel {
-        "slack" => json!({"signing_secret": "slack-signing-secret", "bot_token": "xoxb-1"}),
+        "slack" => json!({"signing_secret": SLACK_SECRET, "bot_token": "xoxb-1"}),
         "whatsapp" => {
-            json!({"account_sid": "AC123", "auth_token": "twilio-token", "from_number": "+15550000000"})
+            json!({"account_sid": "AC123", "auth_token": TWILIO_TOKEN, "from_number": "+15550000000"})
         }
-        "telegram" => json!({"bot_token": "1:abc", "secret_token": "tg-secret-0123456789"}),
+        "telegram" => json!({"bot_token": "1:abc", "secret_token": TELEGRAM_SECRET}),
         _ => {
-            json!({"webhook_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "api_key": "re_1", "from_address": "support@example.test"})
+            json!({"webhook_secret": WHSEC, "api_key": "re_1", "from_address": "support@example.test"})
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A real Socket.IO client (rust_socketio, websocket transport only), for tests of the
 //! realtime events in every crate.
 
-use crate::TestPod;
+use crate::Endpoint;
 use futures::FutureExt;
 use rust_socketio::asynchronous::{Client, ClientBuilder};
 use rust_socketio::{Event, Payload, TransportType};
@@ -17,7 +17,7 @@ pub struct Sock {
 
 /// Connects to `pod` with `auth` as the handshake payload; `Err` carries the server's
 /// `connect_error` message (or why nothing answered).
-pub async fn connect(pod: &TestPod, auth: Option<Value>) -> Result<Sock, String> {
+pub async fn connect(pod: &Endpoint, auth: Option<Value>) -> Result<Sock, String> {
     connect_url(&pod.base, auth).await
 }
 
@@ -62,7 +62,7 @@ pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, String
 }
 
 /// Connects with `auth: {token}` and panics if refused.
-pub async fn connect_with(pod: &TestPod, token: &str) -> Sock {
+pub async fn connect_with(pod: &Endpoint, token: &str) -> Sock {
     connect(pod, Some(json!({ "token": token })))
         .await
         .expect("socket admitted")
@@ -86,6 +86,25 @@ impl Sock {
             .await
             .ok()
             .flatten()
+    }
+
+    /// The first event `wanted` accepts within `within` (the others are read and passed
+    /// over).
+    pub async fn next_matching(
+        &mut self,
+        within: Duration,
+        mut wanted: impl FnMut(&str, &Value) -> bool,
+    ) -> Option<(String, Value)> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let (name, data) = tokio::time::timeout_at(deadline, self.events.recv())
+                .await
+                .ok()
+                .flatten()?;
+            if wanted(&name, &data) {
+                return Some((name, data));
+            }
+        }
     }
 
     /// Collects `n` events, waiting up to 30 s in all; returns what arrived.

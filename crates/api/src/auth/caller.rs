@@ -41,24 +41,39 @@ impl Caller {
 
     /// 403 unless the caller is an admin of `org_id`.
     pub fn require_admin(&self, org_id: Uuid) -> Result<(), ApiError> {
-        match self.role_in(org_id)? {
-            Role::Admin => Ok(()),
-            Role::Expert => Err(ApiError::forbidden()),
+        self.require(org_id, Role::Admin)
+    }
+
+    /// The orgs a request covers, for every handler that lists or acts across orgs: `org`
+    /// when given (403 unless the caller holds `role` there, or above), else every org where
+    /// they do. One answer for "not yours": 403, also when that leaves no org at all (rather
+    /// than an empty 200 that looks like an empty org).
+    pub fn scope(&self, org: Option<Uuid>, role: Role) -> Result<Vec<Uuid>, ApiError> {
+        let orgs: Vec<Uuid> = match org {
+            Some(org) => {
+                self.require(org, role)?;
+                vec![org]
+            }
+            None => self
+                .memberships
+                .iter()
+                .filter(|m| m.role.covers(role))
+                .map(|m| m.org_id)
+                .collect(),
+        };
+        if orgs.is_empty() {
+            return Err(ApiError::forbidden());
         }
+        Ok(orgs)
     }
 
-    /// The orgs where the caller is an admin.
-    pub fn admin_orgs(&self) -> Vec<Uuid> {
-        self.memberships
-            .iter()
-            .filter(|m| m.role == Role::Admin)
-            .map(|m| m.org_id)
-            .collect()
-    }
-
-    /// Every org the caller belongs to.
-    pub fn org_ids(&self) -> Vec<Uuid> {
-        self.memberships.iter().map(|m| m.org_id).collect()
+    /// 403 unless the caller holds `role` (or above) in `org_id`.
+    pub fn require(&self, org_id: Uuid, role: Role) -> Result<(), ApiError> {
+        if self.role_in(org_id)?.covers(role) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden())
+        }
     }
 }
 

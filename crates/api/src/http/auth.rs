@@ -104,8 +104,10 @@ async fn login(
     {
         return Ok(crate::protection::too_many(&verdict));
     }
-    let failing_key = state.redis.key(&format!("login:failing:{address}"));
-    if address_is_failing(&state.redis, &failing_key).await
+    let failing = format!("login:failing:{address}");
+    // Redis away reads as "not failing": the email-only backstop is skipped, the per-pod
+    // fallback of the other limits still holds.
+    if state.redis.flagged(&failing).await.unwrap_or(false)
         && let Some(verdict) = limiter.peek("login_email", &email_sha256).await
         && !verdict.allowed
     {
@@ -178,7 +180,9 @@ async fn login(
     let Some(record) = record.filter(|_| ok) else {
         limiter.charge("login_failures", &pair).await;
         limiter.charge("login_email", &email_sha256).await;
-        mark_failing(&state.redis, &failing_key).await;
+        if let Err(e) = state.redis.flag(&failing, FAILING_FOR).await {
+            tracing::debug!(error = %e, "could not mark an address as failing logins");
+        }
         return Err(ApiError::unauthorized("invalid email or password"));
     };
     // A successful login clears this address's failures for the email (not the email's own
@@ -205,29 +209,6 @@ const HASHING_WAIT: Duration = Duration::from_secs(1);
 /// How long an address counts as failing after its last failed login (the failure
 /// window of `login_failures` by default).
 const FAILING_FOR: Duration = Duration::from_secs(15 * 60);
-
-/// Whether the address failed a login recently. Redis away: no (the per-pod fallback of
-/// the other limits still holds).
-async fn address_is_failing(redis: &switchboard_coord::Redis, key: &str) -> bool {
-    let exists: Result<bool, _> = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(&mut redis.conn())
-        .await;
-    exists.unwrap_or(false)
-}
-
-async fn mark_failing(redis: &switchboard_coord::Redis, key: &str) {
-    let set: Result<(), _> = redis::cmd("SET")
-        .arg(key)
-        .arg(1)
-        .arg("EX")
-        .arg(FAILING_FOR.as_secs())
-        .query_async(&mut redis.conn())
-        .await;
-    if let Err(e) = set {
-        tracing::debug!(error = %e, "could not mark an address as failing logins");
-    }
-}
 
 #[derive(Serialize, ToSchema)]
 struct MeResponse {

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{ChannelKind, Role};
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::connections::{self, Connection, NewConnection};
 use utoipa::{IntoParams, ToSchema};
@@ -73,7 +73,8 @@ async fn create(
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::validation("name must be 1 to 200 characters"));
     }
-    switchboard_channels::validate_secrets(channel, &body.secrets).map_err(ApiError::validation)?;
+    switchboard_channels::validate_secrets(channel, &body.secrets)
+        .map_err(|e| ApiError::validation(e.to_string()))?;
     let settings = body.settings.unwrap_or_else(|| json!({}));
     if !settings.is_object() {
         return Err(ApiError::validation("settings must be an object"));
@@ -123,6 +124,7 @@ struct ListQuery {
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(as = ConnectionList)]
 struct ListResponse {
     items: Vec<ConnectionView>,
 }
@@ -134,13 +136,7 @@ async fn list(
     caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
-    let orgs = match query.org_id {
-        Some(org) => {
-            caller.require_admin(org)?;
-            vec![org]
-        }
-        None => caller.admin_orgs(),
-    };
+    let orgs = caller.scope(query.org_id, Role::Admin)?;
     let items = connections::list(&state.db, &orgs)
         .await?
         .into_iter()

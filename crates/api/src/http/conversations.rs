@@ -6,13 +6,13 @@ use crate::auth::Caller;
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
-use crate::http::expert_queue::{CustomerView, ItemView, channel_filter, scope};
+use crate::http::expert_queue::{CustomerView, ItemView};
 use crate::http::pagination;
 use crate::state::AppState;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{Author, ChannelKind, DeliveryStatus, Role};
 use switchboard_store::conversations::{self, ConversationFilter, ConversationRow, MessageRow};
 use switchboard_store::queue;
 use utoipa::{IntoParams, ToSchema};
@@ -63,13 +63,15 @@ impl From<ConversationRow> for ConversationView {
 struct ListQuery {
     org_id: Option<Uuid>,
     status: Option<String>,
-    channel: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::empty_as_none")]
+    channel: Option<ChannelKind>,
     customer_id: Option<Uuid>,
     cursor: Option<String>,
     limit: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(as = ConversationPage)]
 struct ListResponse {
     items: Vec<ConversationView>,
     next_cursor: Option<String>,
@@ -82,7 +84,7 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
-    let orgs = scope(&caller, q.org_id)?;
+    let orgs = caller.scope(q.org_id, Role::Expert)?;
     let status = match q.status.as_deref() {
         None | Some("") => None,
         Some(s @ ("open" | "closed")) => Some(s.to_owned()),
@@ -92,7 +94,7 @@ async fn list(
     let filter = ConversationFilter {
         orgs,
         status,
-        channel: channel_filter(q.channel.as_deref())?,
+        channel: q.channel,
         customer_id: q.customer_id,
         after: q.cursor.as_deref().map(pagination::decode).transpose()?,
         limit: limit + 1,
@@ -117,7 +119,7 @@ struct ShowQuery {
 struct MessageView {
     id: Uuid,
     direction: String,
-    author: String,
+    author: Author,
     author_user_id: Option<Uuid>,
     body: String,
     created_at: DateTime<Utc>,
@@ -127,7 +129,7 @@ struct MessageView {
 
 #[derive(Debug, Serialize, ToSchema)]
 struct Delivery {
-    status: String,
+    status: DeliveryStatus,
     provider_message_id: Option<String>,
     delivered_at: Option<DateTime<Utc>>,
     error: Option<String>,

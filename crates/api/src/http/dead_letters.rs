@@ -10,8 +10,9 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{ChannelKind, DeadLetterStatus, Role};
 use switchboard_flows::dispatch::dead_letters::{after_retry, retry_now};
+use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::dead_letters::{self, DeadLetter, Filter};
 use utoipa::{IntoParams, ToSchema};
@@ -37,7 +38,7 @@ struct DeadLetterView {
     conversation_id: Uuid,
     channel: ChannelKind,
     /// `queued` (a retry will follow), `retrying`, `dead` or `resolved`.
-    status: String,
+    status: DeadLetterStatus,
     /// The provider's last refusal, without secrets.
     error: String,
     /// The provider's last HTTP status, when it answered.
@@ -80,32 +81,17 @@ impl From<DeadLetter> for DeadLetterView {
 struct ListQuery {
     /// One org the caller administers; all of them when absent.
     org_id: Option<Uuid>,
-    /// `queued`, `retrying`, `dead` or `resolved`.
-    status: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::empty_as_none")]
+    status: Option<DeadLetterStatus>,
     cursor: Option<String>,
     limit: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(as = DeadLetterPage)]
 struct ListResponse {
     items: Vec<DeadLetterView>,
     next_cursor: Option<String>,
-}
-
-/// The orgs the caller may see dead letters of: `org_id` if they administer it, else
-/// every org they administer; 403 when that is none.
-fn admin_scope(caller: &Caller, org_id: Option<Uuid>) -> ApiResult<Vec<Uuid>> {
-    let orgs = match org_id {
-        Some(org) => {
-            caller.require_admin(org)?;
-            vec![org]
-        }
-        None => caller.admin_orgs(),
-    };
-    if orgs.is_empty() {
-        return Err(ApiError::forbidden());
-    }
-    Ok(orgs)
 }
 
 #[utoipa::path(get, path = "/dead-letters", tag = "dead-letters", security(("bearer" = [])), params(ListQuery),
@@ -116,20 +102,11 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
-    let orgs = admin_scope(&caller, q.org_id)?;
-    let status = match q.status.as_deref() {
-        None | Some("") => None,
-        Some(s @ ("queued" | "retrying" | "dead" | "resolved")) => Some(s.to_owned()),
-        Some(_) => {
-            return Err(ApiError::validation(
-                "status must be one of queued, retrying, dead, resolved",
-            ));
-        }
-    };
+    let orgs = caller.scope(q.org_id, Role::Admin)?;
     let limit = pagination::limit(q.limit)?;
     let filter = Filter {
         orgs,
-        status,
+        status: q.status,
         after: q.cursor.as_deref().map(pagination::decode).transpose()?,
         limit: limit + 1,
     };
@@ -156,15 +133,15 @@ async fn retry(
     let found = dead_letters::get(&state.db, id).await?;
     let letter = found.ok_or_else(|| ApiError::not_found("dead letter"))?;
     caller.require_admin(letter.org_id)?;
-    let mut tx = state.db.begin().await.map_err(ApiError::internal)?;
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
     let Some(requeued) = retry_now(&mut tx, id).await? else {
-        tx.rollback().await.map_err(ApiError::internal)?;
+        tx.rollback().await.map_err(StoreError::from)?;
         let now = dead_letters::get(&state.db, id).await?;
         let status = now.map_or(letter.status, |l| l.status);
         return Err(ApiError::conflict(format!(
             "the dead letter is {status}; only queued or dead ones can be retried"
         ))
-        .with_field("current", json!({"status": status})));
+        .with_field("current", &json!({"status": status})));
     };
     let actor = Actor {
         org_id: Some(letter.org_id),
@@ -180,7 +157,7 @@ async fn retry(
         details,
     )
     .await?;
-    tx.commit().await.map_err(ApiError::internal)?;
+    tx.commit().await.map_err(StoreError::from)?;
     after_retry(&state.flows, &requeued).await;
     let updated = dead_letters::get(&state.db, id).await?;
     Ok(Json(

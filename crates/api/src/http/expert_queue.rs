@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_domain::{ChannelKind, QueueStatus};
+use switchboard_domain::{Author, ChannelKind, DeliveryStatus, QueueStatus, Role};
 use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
 use switchboard_flows::faults::Step;
 use switchboard_store::queue::{self, Assigned, ItemFilter, ItemRow, Order};
@@ -129,7 +129,8 @@ struct ListQuery {
     org_id: Option<Uuid>,
     /// One state or several, comma separated; default: every state but resolved.
     status: Option<String>,
-    channel: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::empty_as_none")]
+    channel: Option<ChannelKind>,
     flagged: Option<bool>,
     /// `me`, `unassigned` or a user id.
     assigned: Option<String>,
@@ -140,32 +141,10 @@ struct ListQuery {
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(as = ItemPage)]
 struct ListResponse {
     items: Vec<ItemView>,
     next_cursor: Option<String>,
-}
-
-/// The orgs a list covers: the one asked for (which the caller must belong to), else all
-/// of the caller's.
-pub(crate) fn scope(caller: &Caller, org_id: Option<Uuid>) -> ApiResult<Vec<Uuid>> {
-    match org_id {
-        Some(org) => {
-            caller.role_in(org)?;
-            Ok(vec![org])
-        }
-        None => Ok(caller.org_ids()),
-    }
-}
-
-/// A channel name from a query, or 422.
-pub(crate) fn channel_filter(channel: Option<&str>) -> ApiResult<Option<ChannelKind>> {
-    channel
-        .map(|c| {
-            c.parse().map_err(|()| {
-                ApiError::validation("channel must be one of slack, whatsapp, telegram, email")
-            })
-        })
-        .transpose()
 }
 
 #[utoipa::path(get, path = "/expert-queue", tag = "expert-queue", security(("bearer" = [])), params(ListQuery),
@@ -176,7 +155,7 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
-    let orgs = scope(&caller, q.org_id)?;
+    let orgs = caller.scope(q.org_id, Role::Expert)?;
     let statuses = match q.status.as_deref() {
         None | Some("") => Some(
             QueueStatus::ALL
@@ -214,7 +193,7 @@ async fn list(
     let filter = ItemFilter {
         orgs,
         statuses,
-        channel: channel_filter(q.channel.as_deref())?,
+        channel: q.channel,
         flagged: q.flagged,
         assigned,
         order,
@@ -516,7 +495,7 @@ async fn run(
     )
     .await
     .map_err(refusal)?;
-    let body = answer(&done);
+    let body = answer(&done)?;
     if let Some(guard) = guard {
         guard
             .complete_in(&mut tx, StatusCode::OK, &body)
@@ -550,30 +529,26 @@ struct ActionAnswer {
 #[derive(Serialize, ToSchema)]
 struct ReplyView {
     id: Uuid,
-    author: String,
+    author: Author,
     body: String,
-    delivery_status: Option<String>,
+    delivery_status: Option<DeliveryStatus>,
     created_at: DateTime<Utc>,
     outbox_id: Uuid,
 }
 
-fn answer(done: &Done) -> Value {
+fn answer(done: &Done) -> ApiResult<Value> {
     let answer = ActionAnswer {
         item: ItemView::from(done.item.clone()),
         message: done.reply.as_ref().map(|r| ReplyView {
             id: r.message.id,
-            author: r.message.author.clone(),
+            author: r.message.author,
             body: r.message.body.clone(),
-            delivery_status: r.message.delivery_status.clone(),
+            delivery_status: r.message.delivery_status,
             created_at: r.message.created_at,
             outbox_id: r.outbox_id,
         }),
     };
-    serde_json::to_value(answer).unwrap_or(Value::Null)
-}
-
-fn item_view(row: ItemRow) -> Value {
-    serde_json::to_value(ItemView::from(row)).unwrap_or(Value::Null)
+    serde_json::to_value(answer).map_err(ApiError::internal)
 }
 
 fn store(e: sqlx::Error) -> ApiError {
@@ -590,7 +565,7 @@ fn refusal(error: ActionError) -> ApiError {
                 .map(|u| format!(", held by {u}"))
                 .unwrap_or_default()
         ))
-        .with_field("current", json!(current)),
+        .with_field("current", &current),
         ActionError::Precondition(item) => ApiError::new(
             StatusCode::PRECONDITION_FAILED,
             "precondition_failed",
@@ -599,19 +574,19 @@ fn refusal(error: ActionError) -> ApiError {
                 item.version
             ),
         )
-        .with_field("current", item_view(*item)),
+        .with_field("current", &ItemView::from(*item)),
         ActionError::NoDraft(item) => ApiError::new(
             StatusCode::CONFLICT,
             "no_draft",
             "the item holds no draft to send: write the reply, or wait for the agent's draft",
         )
-        .with_field("current", item_view(*item)),
+        .with_field("current", &ItemView::from(*item)),
         ActionError::StaleDraft(item) => ApiError::new(
             StatusCode::CONFLICT,
             "stale_draft",
             "the draft answers an older customer message: review the conversation again",
         )
-        .with_field("current", item_view(*item)),
+        .with_field("current", &ItemView::from(*item)),
         ActionError::LiveItem {
             current,
             live_item_id,
@@ -620,7 +595,7 @@ fn refusal(error: ActionError) -> ApiError {
         ))
         .with_field(
             "current",
-            json!({
+            &json!({
                 "status": current.status,
                 "version": current.version,
                 "claimed_by": current.claimed_by,

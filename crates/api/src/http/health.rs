@@ -113,7 +113,7 @@ pub type ReadyCache = tokio::sync::Mutex<Option<(Instant, StatusCode, serde_json
 
 /// Runs the checks: the status to answer and the body.
 async fn readiness(state: &AppState) -> (StatusCode, serde_json::Value) {
-    let timeout = state.config.ready_timeout();
+    let timeout = state.config.lifecycle.ready_timeout;
     let db = state.db.clone();
     // The body says which dependency fails, never the driver's text (hosts, users, paths):
     // that goes to the log.

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{ChannelKind, Role};
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::inbox_admin::{self, EventFilter, EventRow, EventStatus, Replay};
 use utoipa::{IntoParams, ToSchema};
@@ -88,13 +88,16 @@ struct ListQuery {
     /// Default: every org the caller administers.
     org_id: Option<Uuid>,
     /// `pending`, `processing`, `processed` or `parked`; default: all.
-    status: Option<String>,
-    channel: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::empty_as_none")]
+    status: Option<EventStatus>,
+    #[serde(default, deserialize_with = "crate::extract::empty_as_none")]
+    channel: Option<ChannelKind>,
     cursor: Option<String>,
     limit: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(as = InboundEventPage)]
 struct ListResponse {
     /// Newest first.
     items: Vec<EventView>,
@@ -118,36 +121,12 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
-    let orgs = match q.org_id {
-        Some(org) => {
-            caller.require_admin(org)?;
-            vec![org]
-        }
-        None => caller.admin_orgs(),
-    };
-    if orgs.is_empty() {
-        return Err(ApiError::forbidden());
-    }
-    let status = match q.status.as_deref() {
-        None | Some("") => None,
-        Some(s) => Some(s.parse::<EventStatus>().map_err(|()| {
-            ApiError::validation("status must be one of pending, processing, processed, parked")
-        })?),
-    };
-    let channel = q
-        .channel
-        .as_deref()
-        .map(|c| {
-            c.parse::<ChannelKind>().map_err(|()| {
-                ApiError::validation("channel must be one of slack, whatsapp, telegram, email")
-            })
-        })
-        .transpose()?;
+    let orgs = caller.scope(q.org_id, Role::Admin)?;
     let limit = pagination::limit(q.limit)?;
     let filter = EventFilter {
         orgs,
-        status,
-        channel,
+        status: q.status,
+        channel: q.channel,
         before: q.cursor.as_deref().map(pagination::decode).transpose()?,
         limit: limit + 1,
     };

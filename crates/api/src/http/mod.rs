@@ -56,7 +56,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 async fn metrics_text(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
     // With `METRICS_ADDR` set, `/metrics` is served there only, off the public port.
-    if state.config.metrics_addr.is_some() {
+    if state.config.telemetry.metrics_addr.is_some() {
         return not_found().await.into_response();
     }
     metrics::render().await.into_response()
@@ -64,8 +64,8 @@ async fn metrics_text(axum::extract::State(state): axum::extract::State<AppState
 
 /// The whole HTTP application for one pod.
 pub fn router(state: AppState) -> Router {
-    let body_limit = state.config.body_limit_bytes;
-    let sentry = state.config.sentry_dsn.is_some();
+    let body_limit = state.config.http.body_limit_bytes;
+    let sentry = state.config.telemetry.sentry_dsn.is_some();
     // Socket.IO answers `/socket.io/*` before routing; it sits outside the per-route
     // metrics (sockets have their own) but inside tracing, request ids and panic capture.
     let sockets = state.realtime.layer();

@@ -10,6 +10,7 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use switchboard_domain::{ReportKind, Role};
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::orgs::{self, OrgSettings};
 use switchboard_store::reports::{self, Report};
@@ -25,15 +26,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_settings, update_settings))
 }
 
-const KINDS: [&str; 3] = ["daily_summary", "weekly_report", "review_summary"];
-
 /// A stored report.
 #[derive(Serialize, ToSchema)]
 struct ReportView {
     id: Uuid,
     org_id: Uuid,
-    /// `daily_summary`, `weekly_report` or `review_summary`.
-    kind: String,
+    kind: ReportKind,
     period_start: DateTime<Utc>,
     period_end: DateTime<Utc>,
     /// The org's time zone the period was cut in.
@@ -66,13 +64,14 @@ impl From<Report> for ReportView {
 struct ListQuery {
     /// One of the caller's orgs; all of them when absent.
     org_id: Option<Uuid>,
-    /// `daily_summary`, `weekly_report` or `review_summary`.
-    kind: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::empty_as_none")]
+    kind: Option<ReportKind>,
     cursor: Option<String>,
     limit: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(as = ReportPage)]
 struct ListResponse {
     items: Vec<ReportView>,
     next_cursor: Option<String>,
@@ -88,25 +87,10 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
-    let orgs = match q.org_id {
-        Some(org) => {
-            caller.role_in(org)?;
-            vec![org]
-        }
-        None => caller.org_ids(),
-    };
-    let kind = match q.kind.as_deref() {
-        None | Some("") => None,
-        Some(k) if KINDS.contains(&k) => Some(k),
-        Some(_) => {
-            return Err(ApiError::validation(
-                "kind must be one of daily_summary, weekly_report, review_summary",
-            ));
-        }
-    };
+    let orgs = caller.scope(q.org_id, Role::Expert)?;
     let limit = pagination::limit(q.limit)?;
     let after = q.cursor.as_deref().map(pagination::decode).transpose()?;
-    let rows = reports::list(&state.db, &orgs, kind, after, limit + 1).await?;
+    let rows = reports::list(&state.db, &orgs, q.kind, after, limit + 1).await?;
     let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.created_at, r.id));
     Ok(Json(ListResponse {
         items: rows.into_iter().map(ReportView::from).collect(),

@@ -70,10 +70,8 @@ async fn receive(
     let connection = &loaded.connection;
 
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    let public_url = format!(
-        "{}{path}",
-        state.config.public_base_url.as_str().trim_end_matches('/')
-    );
+    let base = state.config.http.public_base_url.as_str();
+    let public_url = format!("{}{path}", base.trim_end_matches('/'));
     let now_unix = chrono::Utc::now().timestamp();
     let verify = {
         let loaded = loaded.clone();
@@ -118,7 +116,7 @@ async fn receive(
         message: event.message.map(|m| InboxMessage {
             customer_external_id: m.customer_external_id,
             customer_name: m.customer_name,
-            text: switchboard_channels::cap_text(m.text, state.config.inbound_text_max_bytes),
+            text: switchboard_channels::cap_text(m.text, state.config.inbox.text_max_bytes),
             // A provider's message ids are unique per bot or number at best (two Telegram
             // bots of one org both see `{chat_id}:{message_id}` = `1:1`): the connection
             // is part of the message's identity.
@@ -157,11 +155,9 @@ async fn receive(
             // Postgres away, restarting or refusing the batch: nothing was stored, and a
             // 503 (never a 500) makes the provider retry.
             tracing::error!(error = %e, "could not commit inbound event");
-            return Err(ApiError::unavailable(
-                "dependency_unavailable",
+            return Err(ApiError::dependency_unavailable(
                 "the event could not be stored; retry later",
-            )
-            .with_retry_after(std::time::Duration::from_secs(5)));
+            ));
         }
     };
     metrics::counter!("webhooks_accepted_total", "channel" => channel.as_str()).increment(1);

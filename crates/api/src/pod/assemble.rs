@@ -11,9 +11,9 @@ use crate::protection::limiter::RateLimiter;
 use crate::state::{AppState, AppStateInner};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use switchboard_config::{AppEnv, Config};
 use switchboard_coord::{CoordError, Redis};
+use switchboard_domain::backoff::Backoff;
 use switchboard_flows::Deps;
 use switchboard_flows::agent::AgentClient;
 use switchboard_flows::alerts::Alerts;
@@ -58,12 +58,11 @@ pub enum StartError {
 fn inbox_policy(config: &Config) -> InboxPolicy {
     InboxPolicy {
         retry: RetryPolicy {
-            max_attempts: i32::try_from(config.inbox_max_attempts).unwrap_or(i32::MAX),
-            base: Duration::from_secs(config.inbox_retry_base_secs),
-            max_wait: Duration::from_secs(config.inbox_retry_max_secs),
+            max_attempts: config.inbox.max_attempts,
+            backoff: Backoff::new(config.inbox.retry_base, config.inbox.retry_max).exact(),
         },
-        text_max_bytes: config.inbound_text_max_bytes,
-        prompt_max_bytes: config.agent_prompt_max_bytes,
+        text_max_bytes: config.inbox.text_max_bytes,
+        prompt_max_bytes: config.agent.prompt_max_bytes,
     }
 }
 
@@ -91,9 +90,12 @@ impl App {
                 "REDIS_URL (or REDIS_CLUSTER_NODES) and MASTER_ENCRYPTION_KEY must be set".into(),
             ]));
         };
-        let redis = Redis::connect(&endpoint, &config.redis_prefix)?;
+        let redis = Redis::connect(&endpoint, &config.redis.prefix)?;
         let lifecycle = Lifecycle::new();
-        let jwt = Arc::new(JwtKeys::new(&config.jwt_secret, config.jwt_ttl_secs));
+        let jwt = Arc::new(JwtKeys::new(
+            &config.auth.jwt_secret,
+            config.auth.jwt_ttl.as_secs(),
+        ));
         let realtime = Realtime::build(
             realtime::Settings::new(&config, endpoint),
             db.clone(),
@@ -101,8 +103,8 @@ impl App {
             lifecycle.tasks().clone(),
         )
         .await?;
-        let queue_poll = Duration::from_millis(config.queue_poll_ms.max(10));
-        let inbox_lease = Duration::from_secs(config.inbox_lease_secs.max(1));
+        let queue_poll = config.workers.queue_poll;
+        let inbox_lease = config.inbox.lease;
         let flows = Deps {
             db: db.clone(),
             redis: redis.clone(),
@@ -110,8 +112,11 @@ impl App {
             emitter: realtime.emitter(),
             inbox_lease,
             inbox_policy: inbox_policy(&config),
-            load: AcceptLoad::new(config.accept_priority_in_flight),
-            email_bodies: EmailBodies::new(config.resend_api_base.clone(), SecretCipher::new(&key)),
+            load: AcceptLoad::new(config.workers.accept_priority_in_flight),
+            email_bodies: EmailBodies::new(
+                config.channels.resend_api_base.clone(),
+                SecretCipher::new(&key),
+            ),
             outbound: OutboundQueue::outbound(&redis).with_poll(queue_poll),
             dispatch: Dispatcher::new(&config, SecretCipher::new(&key))
                 .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
@@ -122,7 +127,7 @@ impl App {
         let alerts = Alerts::new(
             db.clone(),
             redis.clone(),
-            Duration::from_secs(config.alert_window_secs),
+            config.alerts.window,
             &config.pod_id(),
         );
         let protection = Protection {
@@ -133,10 +138,14 @@ impl App {
         let redis_work = switchboard_flows::redis_check::RedisWork::new(
             redis.clone(),
             vec![inbound.queue_ref(), flows.outbound.queue_ref()],
-            (config.worker_concurrency > 0).then(|| workers_identity(&config)),
+            (config.workers.concurrency > 0).then(|| workers_identity(&config)),
         );
         let state = AppState::new(AppStateInner {
-            connections: ConnectionCache::start(redis.clone(), lifecycle.shutdown_token()),
+            connections: ConnectionCache::start(
+                redis.clone(),
+                lifecycle.shutdown_token(),
+                lifecycle.tasks(),
+            ),
             intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
             inbound,
             flows,
@@ -164,7 +173,7 @@ impl App {
 
 /// `FAULT_INJECT`, honoured with `APP_ENV=test` only (production refuses to start with it).
 fn faults(config: &Config) -> Result<Faults, StartError> {
-    match (&config.fault_inject, config.app_env) {
+    match (&config.app.fault_inject, config.app.env) {
         (Some(spec), AppEnv::Test) => {
             Faults::from_spec(spec).map_err(|e| StartError::Violations(vec![e.to_string()]))
         }

@@ -18,7 +18,7 @@ pub(super) fn spawn(state: &AppState) {
     upkeep::spawn_promoter(state.inbound.queue_ref(), token.clone(), tracker);
     upkeep::spawn_promoter(state.flows.outbound.queue_ref(), token.clone(), tracker);
     // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
-    if config.worker_concurrency > 0 {
+    if config.workers.concurrency > 0 {
         state.inbound.spawn_wake_listener(token.clone(), tracker);
         state
             .flows
@@ -27,14 +27,14 @@ pub(super) fn spawn(state: &AppState) {
         state.inbound.spawn_workers(
             state.flows.clone(),
             identity.clone(),
-            config.worker_concurrency,
+            config.workers.concurrency,
             token.clone(),
             tracker,
         );
         dispatch::spawn_workers(
             state.flows.clone(),
             identity.clone(),
-            config.worker_concurrency,
+            config.workers.concurrency,
             token.clone(),
             tracker,
         );

@@ -14,16 +14,16 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
         .iter()
         .map(Violation::to_string)
         .collect();
-    let production = config.app_env == AppEnv::Production;
+    let production = config.app.env == AppEnv::Production;
     if !production {
-        if config.redis_url.is_none() && config.redis_cluster_nodes.is_none() {
+        if config.redis.url.is_none() && config.redis.cluster_nodes.is_none() {
             violations.push("REDIS_URL or REDIS_CLUSTER_NODES must be set".into());
         }
-        if config.master_encryption_key.is_none() {
+        if config.channels.master_encryption_key.is_none() {
             violations.push("MASTER_ENCRYPTION_KEY must be set".into());
         }
     }
-    if config.db_max_connections.is_some() {
+    if config.database.max_connections.is_some() {
         if let Some(v) = config.declared_budget_violation() {
             if production {
                 violations.push(v.to_string());
@@ -35,8 +35,8 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
         server_budget(config, db, production, &mut violations).await;
     }
     violations.extend(crate::scheduled::schedule_violations(config));
-    let proxies = TrustedProxies::parse(&config.trusted_proxies).unwrap_or_else(|e| {
-        violations.push(e);
+    let proxies = TrustedProxies::parse(&config.http.trusted_proxies).unwrap_or_else(|e| {
+        violations.push(e.to_string());
         Default::default()
     });
     let proxies = if production {

@@ -3,7 +3,7 @@
 use super::{App, StartError};
 use crate::state::AppState;
 use std::net::SocketAddr;
-use std::time::Duration;
+use switchboard_domain::periodic;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -27,9 +27,10 @@ impl App {
 
     /// Binds `BIND_ADDR:PORT`, and `METRICS_ADDR` when set (kept off the public port).
     pub async fn bind(self) -> Result<Bound, StartError> {
-        let addr = SocketAddr::new(self.state.config.bind_addr, self.state.config.port);
+        let http = &self.state.config.http;
+        let addr = SocketAddr::new(http.bind_addr, http.port);
         let (listener, local) = listen(addr).await?;
-        let metrics = match self.state.config.metrics_addr {
+        let metrics = match self.state.config.telemetry.metrics_addr {
             Some(addr) => Some(listen(addr).await?),
             None => None,
         };
@@ -69,25 +70,29 @@ impl Bound {
         } = self;
         let lifecycle = state.lifecycle.clone();
         let router = crate::http::router(state.clone());
-        let header_timeout = Duration::from_millis(state.config.http_header_timeout_ms);
-        let http2_cleartext = state.config.http2_cleartext;
+        let header_timeout = state.config.http.header_timeout;
+        let http2_cleartext = state.config.http.http2_cleartext;
 
         // Drain: readiness is already 503; wait so the load balancer notices, then stop.
-        let drain_delay = state.config.drain_delay();
+        let drain_delay = state.config.lifecycle.drain_delay;
         let drain = lifecycle.clone();
-        tokio::spawn(async move {
+        let token = lifecycle.shutdown_token();
+        let stopped = token.clone();
+        periodic::spawn(lifecycle.tasks(), async move {
             drain.drain_requested().await;
             tracing::info!(delay_ms = drain_delay.as_millis() as u64, "draining");
-            tokio::time::sleep(drain_delay).await;
-            drain.stop();
+            // A pod stopped outright (not drained) does not wait for the delay.
+            tokio::select! {
+                () = tokio::time::sleep(drain_delay) => drain.stop(),
+                () = stopped.cancelled() => {}
+            }
         });
 
-        let token = lifecycle.shutdown_token();
         let metrics_addr = metrics.map(|(listener, bound)| {
             let router =
                 axum::Router::new().route("/metrics", axum::routing::get(crate::metrics::render));
             let token = token.clone();
-            lifecycle.tasks().spawn(async move {
+            periodic::spawn(lifecycle.tasks(), async move {
                 if let Err(e) =
                     crate::serve::serve(listener, router, header_timeout, false, token).await
                 {
@@ -161,7 +166,8 @@ impl Server {
     pub async fn wait(self) -> Result<(), std::io::Error> {
         let lifecycle = self.state.lifecycle.clone();
         lifecycle.drain_requested().await;
-        let budget = self.state.config.drain_delay() + self.state.config.shutdown_budget();
+        let budget =
+            self.state.config.lifecycle.drain_delay + self.state.config.lifecycle.shutdown_budget;
         let tasks = lifecycle.tasks().clone();
         tasks.close();
         let finished = tokio::time::timeout(budget, async {

@@ -63,10 +63,10 @@ impl Backpressure {
     /// Limits from the configuration.
     pub fn new(config: &Config) -> Self {
         Self(Arc::new(Inner {
-            max_in_flight: config.max_in_flight,
+            max_in_flight: config.backpressure.max_in_flight,
             in_flight: AtomicUsize::new(0),
-            inbound_limit: config.backpressure_inbound_depth,
-            outbound_limit: config.backpressure_outbound_depth,
+            inbound_limit: config.backpressure.inbound_depth,
+            outbound_limit: config.backpressure.outbound_depth,
             inbound_depth: AtomicUsize::new(0),
             outbound_depth: AtomicUsize::new(0),
         }))

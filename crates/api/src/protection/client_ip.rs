@@ -22,20 +22,23 @@ struct Untrusted {
     last: std::sync::Arc<AtomicU64>,
 }
 
+/// An entry of `TRUSTED_PROXIES` that is neither an address nor a CIDR range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("TRUSTED_PROXIES: {0:?} is not an address or CIDR range")]
+pub struct InvalidProxy(pub String);
+
 /// How often the missing-setting warning may repeat.
 const WARN_EVERY_SECS: u64 = 60;
 
 impl TrustedProxies {
     /// Parses a comma-separated list of addresses and CIDR ranges.
-    pub fn parse(list: &str) -> Result<Self, String> {
+    pub fn parse(list: &str) -> Result<Self, InvalidProxy> {
         let mut nets = Vec::new();
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let net = item
                 .parse::<IpNet>()
                 .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| {
-                    format!("TRUSTED_PROXIES: {item:?} is not an address or CIDR range")
-                })?;
+                .map_err(|_| InvalidProxy(item.to_owned()))?;
             nets.push(net);
         }
         Ok(Self(nets, Untrusted::default()))

@@ -64,7 +64,7 @@ pub use scrub::{scrub, scrub_breadcrumb};
 /// Installs the global tracing subscriber; `RUST_LOG` overrides `LOG_LEVEL`.
 pub fn init_tracing(config: &Config) {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{},sqlx=warn", config.log_level)));
+        .unwrap_or_else(|_| EnvFilter::new(format!("{},sqlx=warn", config.telemetry.log_level)));
     let registry = with_sentry(tracing_subscriber::registry().with(filter));
     let result = match config.log_format() {
         LogFormat::Json => registry
@@ -97,10 +97,10 @@ where
 /// Panics are captured; events and breadcrumbs are scrubbed (see the module docs) before
 /// anything leaves the process.
 pub fn init_sentry(config: &Config) -> Option<sentry::ClientInitGuard> {
-    let dsn = config.sentry_dsn.as_ref()?;
+    let dsn = config.telemetry.sentry_dsn.as_ref()?;
     let mut options = client_options();
     options.release = sentry::release_name!();
-    options.environment = Some(config.app_env.as_str().into());
+    options.environment = Some(config.app.env.as_str().into());
     let guard = sentry::init((dsn.expose_secret(), options));
     Some(guard)
 }

@@ -2,10 +2,12 @@
 //! and an honest one (told apart by `X-Forwarded-For` from a trusted proxy, as behind the
 //! load balancer), and checks what each got.
 
-use crate::inbound_support::{agent, connections, pod_with};
 use serde_json::json;
+use std::time::Duration;
 use switchboard_domain::Role;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member, signing};
+use switchboard_testing::signing::{self, SLACK_SECRET};
+use switchboard_testing::socket::connect;
+use switchboard_testing::{TestApp, TestPod, seed_member, try_eventually};
 
 const ATTACKER: &str = "203.0.113.66";
 const HONEST: &str = "198.51.100.7";
@@ -23,28 +25,24 @@ async fn login_from(pod: &TestPod, from: &str, email: &str, password: &str) -> u
 }
 
 async fn post_from(pod: &TestPod, from: &str, path: &str, signed: &signing::Signed) -> u16 {
-    let mut request = pod
-        .client
-        .post(pod.url(path))
-        .header("x-forwarded-for", from)
-        .body(signed.body.clone());
-    for (name, value) in &signed.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
+    let request = pod.webhook(path, signed).header("x-forwarded-for", from);
     request.send().await.unwrap().status().as_u16()
+}
+
+/// A pod behind a trusted proxy (the tests' own address), so `X-Forwarded-For` names the
+/// client.
+fn behind_proxy() -> switchboard_testing::TestAppBuilder {
+    TestApp::builder().env("TRUSTED_PROXIES", "127.0.0.1")
 }
 
 #[tokio::test]
 async fn wrong_passwords_from_one_address_never_lock_the_owner_out_elsewhere() {
-    let db = TestDb::fresh().await;
-    let pod = TestPod::start_with(&db, &redis_url(), &random_prefix(), |v| {
-        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
-    })
-    .await;
-    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
+    let app = behind_proxy().build().await;
+    let pod = app.pod(0);
+    let (_, email, password) = seed_member(&app.db, None, Role::Expert).await;
     let mut attacker = Vec::new();
     for _ in 0..14 {
-        attacker.push(login_from(&pod, ATTACKER, &email, "not the password").await);
+        attacker.push(login_from(pod, ATTACKER, &email, "not the password").await);
     }
     // 10 failures per email and address, then refused early.
     assert_eq!(
@@ -58,21 +56,20 @@ async fn wrong_passwords_from_one_address_never_lock_the_owner_out_elsewhere() {
         "{attacker:?}"
     );
     // The owner, from another address, logs in at once.
-    assert_eq!(login_from(&pod, HONEST, &email, &password).await, 200);
+    assert_eq!(login_from(pod, HONEST, &email, &password).await, 200);
     // The attacker's address is refused even with the right password, until its window
     // passes (the honest address's success does not reset another address's failures).
-    assert_eq!(login_from(&pod, ATTACKER, &email, &password).await, 429);
+    assert_eq!(login_from(pod, ATTACKER, &email, &password).await, 429);
 }
 
 #[tokio::test]
 async fn login_bodies_that_do_not_parse_count_against_the_address() {
-    let db = TestDb::fresh().await;
-    let pod = TestPod::start_with(&db, &redis_url(), &random_prefix(), |v| {
-        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
-        v.insert("RATE_LIMIT_LOGIN_IP".into(), "5/min".into());
-    })
-    .await;
-    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
+    let app = behind_proxy()
+        .env("RATE_LIMIT_LOGIN_IP", "5/min")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let (_, email, password) = seed_member(&app.db, None, Role::Expert).await;
     for _ in 0..5 {
         let status = pod
             .client
@@ -86,32 +83,24 @@ async fn login_bodies_that_do_not_parse_count_against_the_address() {
             .status();
         assert_eq!(status, 400);
     }
-    assert_eq!(login_from(&pod, ATTACKER, &email, &password).await, 429);
-    assert_eq!(login_from(&pod, HONEST, &email, &password).await, 200);
+    assert_eq!(login_from(pod, ATTACKER, &email, &password).await, 429);
+    assert_eq!(login_from(pod, HONEST, &email, &password).await, 200);
 }
 
 #[tokio::test]
 async fn forged_webhooks_cost_the_forger_not_the_channel() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let pod = pod_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[
-            ("TRUSTED_PROXIES", "127.0.0.1"),
-            // A small allowance, so forged requests would use it up if they counted.
-            ("RATE_LIMIT_WEBHOOK_SLACK", "30/min"),
-            ("WORKER_CONCURRENCY", "0"),
-        ],
-    )
-    .await;
-    let (_, conns) = connections(&db, &pod).await;
-    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let app = behind_proxy()
+        .fake_agent()
+        // A small allowance, so forged requests would use it up if they counted.
+        .env("RATE_LIMIT_WEBHOOK_SLACK", "30/min")
+        .no_workers()
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let path = app.org().await.webhook("slack");
     let genuine = |n: usize| {
         signing::slack(
-            "slack-signing-secret",
+            SLACK_SECRET,
             &format!("EvGenuine{n}"),
             "U1",
             &format!("1700000400.{n:06}"),
@@ -124,11 +113,11 @@ async fn forged_webhooks_cost_the_forger_not_the_channel() {
         .retain(|(name, _)| !name.eq_ignore_ascii_case("x-slack-signature"));
     forged
         .headers
-        .push(("x-slack-signature".into(), format!("v0={}", "0".repeat(64))));
+        .push(("x-slack-signature", format!("v0={}", "0".repeat(64))));
 
     let mut attacker = Vec::new();
     for _ in 0..80 {
-        attacker.push(post_from(&pod, ATTACKER, &path, &forged).await);
+        attacker.push(post_from(pod, ATTACKER, &path, &forged).await);
     }
     // 60 a minute: the burst, then refused early, one more a second as the limit refills.
     assert!(attacker[..60].iter().all(|s| *s == 401), "{attacker:?}");
@@ -142,7 +131,7 @@ async fn forged_webhooks_cost_the_forger_not_the_channel() {
     // The provider's genuine deliveries still fit the connection's whole allowance.
     for n in 1..=25 {
         assert_eq!(
-            post_from(&pod, HONEST, &path, &genuine(n)).await,
+            post_from(pod, HONEST, &path, &genuine(n)).await,
             200,
             "genuine {n}"
         );
@@ -151,18 +140,16 @@ async fn forged_webhooks_cost_the_forger_not_the_channel() {
 
 #[tokio::test]
 async fn invented_connection_ids_are_cut_off_per_address() {
-    let (pod, _db) = TestPod::single_with(|v| {
-        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
-    })
-    .await;
+    let app = behind_proxy().build().await;
+    let pod = app.pod(0);
     let body = signing::Signed {
         body: b"{}".to_vec(),
-        headers: vec![("content-type".into(), "application/json".into())],
+        headers: vec![("content-type", "application/json".into())],
     };
     let mut attacker = Vec::new();
     for _ in 0..70 {
         let path = format!("/webhooks/telegram/{}", uuid::Uuid::new_v4());
-        attacker.push(post_from(&pod, ATTACKER, &path, &body).await);
+        attacker.push(post_from(pod, ATTACKER, &path, &body).await);
     }
     assert!(attacker[..60].iter().all(|s| *s == 404), "{attacker:?}");
     let answered = attacker.iter().filter(|s| **s == 404).count();
@@ -174,28 +161,25 @@ async fn invented_connection_ids_are_cut_off_per_address() {
     );
     // Another address is not affected.
     let path = format!("/webhooks/telegram/{}", uuid::Uuid::new_v4());
-    assert_eq!(post_from(&pod, HONEST, &path, &body).await, 404);
+    assert_eq!(post_from(pod, HONEST, &path, &body).await, 404);
 }
 
 #[tokio::test]
 async fn ipv6_clients_share_their_slash_64() {
-    let (pod, _db) = TestPod::single_with(|v| {
-        v.insert("TRUSTED_PROXIES".into(), "127.0.0.1".into());
-        v.insert("RATE_LIMIT_DEFAULT".into(), "10/min".into());
-    })
-    .await;
-    let get = |from: String| {
-        let pod = &pod;
-        async move {
-            pod.client
-                .get(pod.url("/auth/me"))
-                .header("x-forwarded-for", from)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        }
+    let app = behind_proxy()
+        .env("RATE_LIMIT_DEFAULT", "10/min")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let get = |from: String| async move {
+        pod.client
+            .get(pod.url("/auth/me"))
+            .header("x-forwarded-for", from)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     };
     // Ten addresses of one /64 use up one bucket; the eleventh is refused.
     for i in 1..=10 {
@@ -208,20 +192,16 @@ async fn ipv6_clients_share_their_slash_64() {
 
 #[tokio::test]
 async fn sockets_are_capped_per_user_and_a_closed_one_gives_its_place_back() {
-    let (pod, db) = TestPod::single_with(|v| {
-        v.insert("SOCKETS_PER_USER".into(), "2".into());
-    })
-    .await;
-    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
-    let token = pod.login(&email, &password).await;
+    let app = TestApp::builder()
+        .env("SOCKETS_PER_USER", "2")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let token = app.member(None, Role::Expert).await.token;
     let auth = || Some(json!({ "token": token }));
-    let first = switchboard_testing::socket::connect(&pod, auth())
-        .await
-        .expect("first");
-    let _second = switchboard_testing::socket::connect(&pod, auth())
-        .await
-        .expect("second");
-    let refused = switchboard_testing::socket::connect(&pod, auth()).await;
+    let first = connect(pod, auth()).await.expect("first");
+    let _second = connect(pod, auth()).await.expect("second");
+    let refused = connect(pod, auth()).await;
     let Err(message) = refused else {
         panic!("a third socket of one user is refused");
     };
@@ -231,13 +211,9 @@ async fn sockets_are_capped_per_user_and_a_closed_one_gives_its_place_back() {
     );
     first.close().await;
     // The closed socket's place comes back once the server has seen it go.
-    let mut again = Err(String::new());
-    for _ in 0..50 {
-        again = switchboard_testing::socket::connect(&pod, auth()).await;
-        if again.is_ok() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(again.is_ok(), "{:?}", again.err());
+    let again = try_eventually(Duration::from_secs(5), || async {
+        connect(pod, auth()).await.ok()
+    })
+    .await;
+    assert!(again.is_some(), "the closed socket's place never came back");
 }

@@ -1,6 +1,6 @@
 use serde_json::{Value, json};
 use switchboard_domain::Role;
-use switchboard_testing::{JWT_SECRET, TestPod, seed_member};
+use switchboard_testing::{JWT_SECRET, TestApp, TestPod, seed_member};
 
 #[tokio::test]
 async fn login_and_me() {
@@ -8,16 +8,7 @@ async fn login_and_me() {
     let (org, email, password) = seed_member(&db, None, Role::Admin).await;
     let token = pod.login(&email.to_uppercase(), &password).await;
 
-    let me: Value = pod
-        .client
-        .get(pod.url("/auth/me"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, me) = pod.as_user(&token).get("/auth/me").await;
     assert_eq!(me["user"]["email"], email);
     assert_eq!(me["orgs"], json!([{"org_id": org, "role": "admin"}]));
     assert!(me["user"].get("password_hash").is_none());
@@ -31,15 +22,8 @@ async fn bad_credentials_are_401_and_unknown_users_look_the_same() {
         (email.as_str(), "wrong password"),
         ("nobody@example.test", "x"),
     ] {
-        let r = pod
-            .client
-            .post(pod.url("/auth/login"))
-            .json(&json!({"email": who, "password": pass}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 401);
-        let body: Value = r.json().await.unwrap();
+        let (status, body) = pod.try_login(who, pass).await;
+        assert_eq!(status, 401);
         assert_eq!(
             body,
             json!({"code": "unauthorized", "message": "invalid email or password"})
@@ -49,26 +33,16 @@ async fn bad_credentials_are_401_and_unknown_users_look_the_same() {
 
 #[tokio::test]
 async fn login_is_throttled_per_address_across_pods() {
-    let db = switchboard_testing::TestDb::fresh().await;
-    let prefix = switchboard_testing::random_prefix();
-    let a = TestPod::start(&db, &prefix).await;
-    let b = TestPod::start(&db, &prefix).await;
-    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
+    let app = TestApp::builder().pods(2).build().await;
+    let (_, email, password) = seed_member(&app.db, None, Role::Expert).await;
     // Ten failures spread over two pods use up one shared window.
     for i in 0..10 {
-        let pod = if i % 2 == 0 { &a } else { &b };
-        let r = pod
-            .client
-            .post(pod.url("/auth/login"))
-            .json(&json!({"email": email, "password": "wrong"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 401);
+        assert_eq!(app.pod(i % 2).try_login(&email, "wrong").await.0, 401);
     }
-    let r = a
+    let r = app
+        .pod(0)
         .client
-        .post(a.url("/auth/login"))
+        .post(app.pod(0).url("/auth/login"))
         .json(&json!({"email": email, "password": password}))
         .send()
         .await
@@ -81,14 +55,10 @@ async fn login_is_throttled_per_address_across_pods() {
 
 #[tokio::test]
 async fn tokens_missing_malformed_forged_or_expired_are_rejected() {
-    let (pod, db) = TestPod::single().await;
-    let (_, email, _) = seed_member(&db, None, Role::Expert).await;
-    let pool = db.pool().await;
-    let user_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
-        .bind(&email)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let app = TestApp::builder().build().await;
+    let pod = app.pod(0);
+    let (_, email, _) = seed_member(&app.db, None, Role::Expert).await;
+    let user_id = switchboard_testing::user_id(&app.db, &email).await;
     let now = chrono::Utc::now().timestamp();
     let claims = |exp: i64| json!({"sub": user_id, "iat": now - 100, "exp": exp, "ver": 0, "jti": uuid::Uuid::new_v4()});
     let sign = |secret: &str, claims: Value| {
@@ -108,14 +78,8 @@ async fn tokens_missing_malformed_forged_or_expired_are_rejected() {
         json!({"sub": user_id, "iat": now - 100, "exp": now + 60}),
     );
 
-    let ok = pod
-        .client
-        .get(pod.url("/auth/me"))
-        .bearer_auth(&valid)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status(), 200, "a correctly signed token works");
+    let (status, _) = pod.as_user(&valid).get("/auth/me").await;
+    assert_eq!(status, 200, "a correctly signed token works");
     for header in [
         None,
         Some("Bearer".to_owned()),

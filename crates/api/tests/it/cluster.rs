@@ -3,17 +3,19 @@
 //! events and send a released reply once. A cluster of the test's own (three masters) is
 //! used, so this runs in every topology.
 
-use crate::inbound_support::{agent, send, wait_for_count};
-use crate::outbound_support::{Provider, org, pod, release_ok, wait_outbox};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 use switchboard_config::{RedisEndpoint, RedisTls};
 use switchboard_coord::subscription::{self, Notice};
 use switchboard_coord::{Redis, dedup};
 use switchboard_flows::queue::{InboundQueue, OutboundQueue};
 use switchboard_flows::redis_check::RedisWork;
+use switchboard_testing::signing::{SLACK_SECRET, slack};
 use switchboard_testing::socket::connect_with;
-use switchboard_testing::{RedisCluster, TestDb, random_prefix, signing};
+use switchboard_testing::{
+    Load, RedisCluster, TestApp, TestAppBuilder, random_prefix, rows::assert_each_event_once,
+    try_eventually_every, wait_outbox,
+};
 
 fn on(cluster: &RedisCluster, prefix: &str) -> Redis {
     let endpoint = RedisEndpoint {
@@ -22,6 +24,23 @@ fn on(cluster: &RedisCluster, prefix: &str) -> Redis {
         tls: RedisTls::Off,
     };
     Redis::connect(&endpoint, prefix).expect("cluster handle")
+}
+
+/// Pods whose Redis is `cluster` (and the other test settings the shared test Redis gets).
+fn on_cluster(cluster: &RedisCluster) -> TestAppBuilder {
+    TestApp::builder().env("REDIS_CLUSTER_NODES", &cluster.seeds())
+}
+
+/// Pods A and B on `cluster` with the fake agent and providers; A runs no workers, so every
+/// job is B's and every event A's sockets get crossed pods.
+async fn two_pods_on(cluster: &RedisCluster) -> TestApp {
+    on_cluster(cluster)
+        .pods(2)
+        .fake_agent()
+        .fake_provider()
+        .pod_env(0, "WORKER_CONCURRENCY", "0")
+        .build()
+        .await
 }
 
 #[tokio::test]
@@ -111,52 +130,29 @@ async fn cluster_pub_sub_is_sharded_and_follows_a_failover() {
 #[tokio::test]
 async fn cluster_two_pods_take_webhooks_share_events_and_send_a_release_once() {
     let cluster = RedisCluster::start(3, 0).await;
-    let seeds = cluster.seeds();
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let provider = Provider::start().await;
-    let prefix = random_prefix();
-    let on_cluster = [("REDIS_CLUSTER_NODES", seeds.as_str())];
-    // A runs no workers, so every job is B's and every event A's socket gets crossed pods.
-    let a = pod(
-        &db,
-        &prefix,
-        &provider,
-        &agent.uri(),
-        &[
-            ("REDIS_CLUSTER_NODES", seeds.as_str()),
-            ("WORKER_CONCURRENCY", "0"),
-        ],
-    )
-    .await;
-    let b = pod(&db, &prefix, &provider, &agent.uri(), &on_cluster).await;
-    for p in [&a, &b] {
-        let mut ready = Value::Null;
-        for _ in 0..100 {
-            let r = p.client.get(p.url("/ready")).send().await.expect("ready");
-            ready = r.json().await.expect("json");
-            if ready["status"] == "ready" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    let app = two_pods_on(&cluster).await;
+    let (a, b, db) = (app.pod(0), app.pod(1), &app.db);
+    for p in [a, b] {
+        let ready = p
+            .ready_until(Duration::from_secs(10), |r| r["status"] == "ready")
+            .await;
         assert_eq!(ready["status"], "ready", "{ready}");
         assert_eq!(ready["checks"]["redis_work"]["ok"], true, "{ready}");
     }
-    let org = org(&db, &b).await;
-    let mut sock = connect_with(&a, &org.token).await;
+    let org = app.org_via(1).await;
+    let mut sock = connect_with(a, &org.token).await;
 
-    let path = format!("/webhooks/slack/{}", org.conns["slack"]);
-    let signed = signing::slack(
-        "slack-signing-secret",
+    let signed = slack(
+        SLACK_SECRET,
         "EvCluster1",
         "U1",
         "1700000100.000001",
         "where is my order?",
     );
-    assert_eq!(send(&b, &path, &signed).await.0, 200);
+    assert_eq!(b.send_webhook(&org.webhook("slack"), &signed).await.0, 200);
     assert_eq!(
-        wait_for_count(&db, "SELECT count(*) FROM expert_queue", 1).await,
+        db.wait_for_count("SELECT count(*) FROM expert_queue", 1)
+            .await,
         1
     );
     let got = sock.take(2).await;
@@ -164,11 +160,12 @@ async fn cluster_two_pods_take_webhooks_share_events_and_send_a_release_once() {
     assert_eq!(names, ["message_created", "queue_item_created"], "{got:?}");
     let item: uuid::Uuid = got[1].1["id"].as_str().expect("id").parse().expect("uuid");
 
-    let outbox = release_ok(&a, &org.token, item, None).await;
-    let sent = wait_outbox(&db, outbox, "sent").await;
+    let outbox = a.as_user(&org.token).release_ok(item, None).await;
+    let sent = wait_outbox(db, outbox, "sent").await;
     assert_eq!(sent.delivery_status.as_deref(), Some("sent"));
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(provider.calls("slack").len(), 1, "one provider call");
+    // Two more sweeps after the send: nothing sends it again.
+    db.wait_for_job_runs("outbox-sweeper", 2).await;
+    assert_eq!(app.provider().calls("slack").len(), 1, "one provider call");
     assert_eq!(
         json!(
             db.count("SELECT count(*) FROM messages WHERE direction = 'outbound'")
@@ -184,31 +181,18 @@ async fn cluster_nodes_that_are_no_cluster_fail_readiness_with_the_step_named() 
     // A standalone Redis given as a cluster seed: the cluster client refuses it, the pod
     // starts, and /ready says which part of the work fails instead of workers looping.
     let standalone = switchboard_testing::RedisServer::start().await;
-    let db = TestDb::fresh().await;
-    let pod = switchboard_testing::TestPod::start_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &random_prefix(),
-        |v| {
-            v.insert("REDIS_CLUSTER_NODES".into(), standalone.url());
-        },
-    )
-    .await;
-    let mut ready = Value::Null;
-    for _ in 0..50 {
-        let r = pod
-            .client
-            .get(pod.url("/ready"))
-            .send()
-            .await
-            .expect("ready");
-        assert_eq!(r.status(), 503);
-        ready = r.json().await.expect("json");
-        if ready["checks"]["redis_work"]["error"] == "failed at: limiter" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let app = TestApp::builder()
+        .env("REDIS_CLUSTER_NODES", &standalone.url())
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let ready = || async {
+        let (status, ready) = pod.ready().await;
+        assert_eq!(status, 503);
+        ready
+    };
+    let named = |r: &serde_json::Value| r["checks"]["redis_work"]["error"] == "failed at: limiter";
+    let ready = switchboard_testing::settled(Duration::from_secs(5), ready, named).await;
     assert_eq!(ready["checks"]["redis"]["ok"], false, "{ready}");
     assert_eq!(
         ready["checks"]["redis_work"]["error"], "failed at: limiter",
@@ -219,156 +203,62 @@ async fn cluster_nodes_that_are_no_cluster_fail_readiness_with_the_step_named() 
 #[tokio::test]
 async fn cluster_master_failover_under_load_loses_and_doubles_nothing() {
     let mut cluster = RedisCluster::start(3, 1).await;
-    let seeds = cluster.seeds();
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let prefix = random_prefix();
-    let settings = [
-        ("REDIS_CLUSTER_NODES", seeds.as_str()),
+    let app = on_cluster(&cluster)
+        .pods(2)
+        .fake_agent()
         // What the lost master had not replicated is re-enqueued from the inbox quickly.
-        ("INBOX_GRACE_SECS", "1"),
-        ("INBOX_SWEEP_INTERVAL_MS", "500"),
-    ];
-    let a = crate::inbound_support::pod_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &prefix,
-        &agent.uri(),
-        &settings,
-    )
-    .await;
-    let b = crate::inbound_support::pod_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &prefix,
-        &agent.uri(),
-        &settings,
-    )
-    .await;
-    let (_, conns) = crate::inbound_support::connections(&db, &a).await;
-    let path = format!("/webhooks/slack/{}", conns[0].1);
-    let pods = std::sync::Arc::new([a, b]);
+        .env("INBOX_GRACE_SECS", "1")
+        .env("INBOX_SWEEP_INTERVAL_MS", "500")
+        .build()
+        .await;
+    let path = app.org().await.webhook("slack");
 
     // About 100 webhooks a second, alternating pods; each retried until answered 200, as a
     // provider does.
-    let stop = tokio_util::sync::CancellationToken::new();
-    let load = {
-        let (stop, pods, path) = (stop.clone(), pods.clone(), path.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            let mut tasks = tokio::task::JoinSet::new();
-            let mut n = 0_usize;
-            while !stop.is_cancelled() {
-                tick.tick().await;
-                let signed = signing::slack(
-                    "slack-signing-secret",
-                    &format!("EvFail{n}"),
-                    &format!("U{}", n % 50),
-                    &format!("1700000200.{n:06}"),
-                    &format!("message {n}"),
-                );
-                let (pods, path) = (pods.clone(), path.clone());
-                tasks.spawn(async move {
-                    for attempt in 0..200 {
-                        if send(&pods[(n + attempt) % 2], &path, &signed).await.0 == 200 {
-                            return;
-                        }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    panic!("event {n} never accepted");
-                });
-                n += 1;
-            }
-            while let Some(done) = tasks.join_next().await {
-                done.expect("delivery");
-            }
-            n
-        })
-    };
+    let bases = app.pods.iter().map(|p| p.base.clone()).collect();
+    let load = Load::start(bases, move |n| {
+        let signed = slack(
+            SLACK_SECRET,
+            &format!("EvFail{n}"),
+            &format!("U{}", n % 50),
+            &format!("1700000200.{n:06}"),
+            &format!("message {n}"),
+        );
+        (path.clone(), signed)
+    });
     tokio::time::sleep(Duration::from_secs(2)).await;
     let killed = cluster.kill_master().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.cancel();
-    let n = i64::try_from(load.await.expect("load")).expect("count");
+    let n = load.stop().await;
     assert!(
         n > 200,
         "the load ran ({n} events) across the failover of {killed}"
     );
-    let processed = wait_for_count(
-        &db,
-        "SELECT count(*) FROM inbound_events WHERE processed_at IS NOT NULL",
-        n,
-    )
-    .await;
-    assert_eq!(processed, n, "every accepted event processed");
-    assert_eq!(db.count("SELECT count(*) FROM inbound_events").await, n);
-    assert_eq!(
-        db.count("SELECT count(*) FROM messages WHERE direction = 'inbound'")
-            .await,
-        n,
-        "one message per event"
-    );
-    // The pods carried on without a restart: both still ready.
-    for p in pods.iter() {
-        let mut status = 0;
-        for _ in 0..100 {
-            status = p
-                .client
-                .get(p.url("/ready"))
-                .send()
-                .await
-                .expect("ready")
-                .status()
-                .as_u16();
-            if status == 200 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(status, 200, "ready again after the failover");
+    assert_each_event_once(&app.db, n).await;
+    // The pods carried on without a restart: both ready again after the failover.
+    for p in &app.pods {
+        p.wait_ready().await;
     }
 }
 
 #[tokio::test]
 async fn cluster_realtime_survives_the_failover_of_its_shard() {
     let mut cluster = RedisCluster::start(3, 1).await;
-    let seeds = cluster.seeds();
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let provider = Provider::start().await;
-    let prefix = random_prefix();
-    let a = pod(
-        &db,
-        &prefix,
-        &provider,
-        &agent.uri(),
-        &[
-            ("REDIS_CLUSTER_NODES", seeds.as_str()),
-            ("WORKER_CONCURRENCY", "0"),
-        ],
-    )
-    .await;
-    let b = pod(
-        &db,
-        &prefix,
-        &provider,
-        &agent.uri(),
-        &[("REDIS_CLUSTER_NODES", seeds.as_str())],
-    )
-    .await;
-    let org = org(&db, &b).await;
-    let mut sock = connect_with(&a, &org.token).await;
-    let path = format!("/webhooks/slack/{}", org.conns["slack"]);
+    let app = two_pods_on(&cluster).await;
+    let (a, b) = (app.pod(0), app.pod(1));
+    let org = app.org_via(1).await;
+    let mut sock = connect_with(a, &org.token).await;
+    let path = org.webhook("slack");
     let webhook = |n: usize| {
-        signing::slack(
-            "slack-signing-secret",
+        slack(
+            SLACK_SECRET,
             &format!("EvShard{n}"),
             &format!("U{n}"),
             &format!("1700000300.{n:06}"),
             &format!("message {n}"),
         )
     };
-    assert_eq!(send(&b, &path, &webhook(1)).await.0, 200);
+    assert_eq!(b.send_webhook(&path, &webhook(1)).await.0, 200);
     let before = sock.take(2).await;
     assert_eq!(
         before.len(),
@@ -381,51 +271,35 @@ async fn cluster_realtime_survives_the_failover_of_its_shard() {
     let killed = cluster.kill(cluster.master_of("{sio}")).await;
     // What is published before A subscribes again is lost to its sockets (`GET /events`
     // fills such gaps); A's watchdog repairs the subscriptions within seconds.
-    let mut adapter = Value::Null;
-    for _ in 0..300 {
-        let ready: Value = a
-            .client
-            .get(a.url("/ready"))
-            .send()
-            .await
-            .expect("ready")
-            .json()
-            .await
-            .expect("json");
-        adapter = ready["realtime"]["adapter"].clone();
-        if adapter["ok"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let ready = a
+        .ready_until(Duration::from_secs(30), |r| {
+            r["realtime"]["adapter"]["ok"] == true
+        })
+        .await;
+    let adapter = &ready["realtime"]["adapter"];
     assert_eq!(adapter["ok"], true, "A's subscriptions are back: {adapter}");
     let signed = webhook(2);
-    let mut accepted = false;
-    for _ in 0..100 {
-        if send(&b, &path, &signed).await.0 == 200 {
-            accepted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let accepted = || async { (b.send_webhook(&path, &signed).await.0 == 200).then_some(()) };
+    let every = Duration::from_millis(100);
     assert!(
-        accepted,
+        try_eventually_every(Duration::from_secs(10), every, accepted)
+            .await
+            .is_some(),
         "webhooks are accepted after the failover of {killed}"
     );
     let mut seen = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
-        if let Some((name, data)) = sock.next(Duration::from_secs(1)).await {
+    let mine = sock
+        .next_matching(Duration::from_secs(30), |name, data| {
+            seen.push(name.to_owned());
             // Another customer, so another conversation than the first webhook's.
-            let mine = name == "message_created" && data["conversation_id"] != first_conversation;
-            seen.push(name);
-            if mine {
-                sock.close().await;
-                return;
-            }
-        }
-    }
-    panic!("the socket on A never got the event of a webhook B took after the failover: {seen:?}");
+            name == "message_created" && data["conversation_id"] != first_conversation
+        })
+        .await;
+    assert!(
+        mine.is_some(),
+        "the socket on A never got the event of a webhook B took after the failover: {seen:?}"
+    );
+    sock.close().await;
 }
 
 #[tokio::test]
@@ -439,25 +313,13 @@ async fn cluster_tls_with_an_unrelated_ca_is_not_ready_and_names_redis_tls_ca() 
         eprintln!("skipped: needs SB_TOPOLOGY=managed (a TLS Redis Cluster)");
         return;
     };
-    let db = TestDb::fresh().await;
-    let pod = switchboard_testing::TestPod::start_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &random_prefix(),
-        |v| {
-            v.insert("REDIS_CLUSTER_NODES".into(), nodes);
-            v.insert("REDIS_TLS_CA".into(), other_ca);
-        },
-    )
-    .await;
-    let r = pod
-        .client
-        .get(pod.url("/ready"))
-        .send()
-        .await
-        .expect("ready");
-    assert_eq!(r.status(), 503);
-    let ready: Value = r.json().await.expect("json");
+    let app = TestApp::builder()
+        .env("REDIS_CLUSTER_NODES", &nodes)
+        .env("REDIS_TLS_CA", &other_ca)
+        .build()
+        .await;
+    let (status, ready) = app.pod(0).ready().await;
+    assert_eq!(status, 503);
     assert_eq!(ready["checks"]["redis"]["ok"], false, "{ready}");
     assert_eq!(
         ready["checks"]["redis"]["setting"], "REDIS_TLS_CA",
@@ -472,50 +334,20 @@ async fn a_pod_starts_while_the_cluster_is_away_and_is_ready_once_it_comes() {
     let seeds = cluster.seeds();
     // Every node goes away; the pod starts anyway and says Redis is not there.
     let ports = cluster.stop_all();
-    let db = TestDb::fresh().await;
-    let pod = switchboard_testing::TestPod::start_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &random_prefix(),
-        |v| {
-            v.insert("REDIS_CLUSTER_NODES".into(), seeds.clone());
-        },
-    )
-    .await;
-    let r = pod
-        .client
-        .get(pod.url("/ready"))
-        .send()
-        .await
-        .expect("ready");
-    assert_eq!(r.status(), 503);
-    assert_eq!(
-        pod.client
-            .get(pod.url("/health"))
-            .send()
-            .await
-            .expect("health")
-            .status(),
-        200
-    );
+    let app = TestApp::builder()
+        .env("REDIS_CLUSTER_NODES", &seeds)
+        .build()
+        .await;
+    let pod = app.pod(0);
+    assert_eq!(pod.ready().await.0, 503);
+    assert_eq!(pod.status("/health").await, 200);
     // The nodes come back with their cluster configuration: the pod connects by itself.
     for port in ports {
         cluster.restart(port).await;
     }
-    let mut ready = Value::Null;
-    for _ in 0..150 {
-        let r = pod
-            .client
-            .get(pod.url("/ready"))
-            .send()
-            .await
-            .expect("ready");
-        ready = r.json().await.expect("json");
-        if ready["status"] == "ready" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let ready = pod
+        .ready_until(Duration::from_secs(30), |r| r["status"] == "ready")
+        .await;
     assert_eq!(ready["status"], "ready", "{ready}");
     assert_eq!(ready["checks"]["redis_work"]["ok"], true, "{ready}");
 }

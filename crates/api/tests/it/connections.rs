@@ -1,6 +1,6 @@
 use serde_json::{Value, json};
 use switchboard_domain::Role;
-use switchboard_testing::{TestPod, seed_member};
+use switchboard_testing::{TestApp, TestDb};
 
 fn slack(org: uuid::Uuid, name: &str) -> Value {
     json!({
@@ -10,21 +10,19 @@ fn slack(org: uuid::Uuid, name: &str) -> Value {
     })
 }
 
-async fn count(db: &switchboard_testing::TestDb, table: &str) -> i64 {
+async fn count(db: &TestDb, table: &str) -> i64 {
     db.count(&format!("SELECT count(*) FROM {table}")).await
 }
 
 #[tokio::test]
 async fn crud_never_returns_secrets() {
-    let (pod, db) = TestPod::single().await;
-    let (org, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token = pod.login(&email, &password).await;
+    let app = TestApp::builder().build().await;
+    let admin = app.member(None, Role::Admin).await;
+    let user = app.pod(0).as_user(&admin.token);
 
-    let r = pod
-        .client
-        .post(pod.url("/channel-connections"))
-        .bearer_auth(&token)
-        .json(&slack(org, "support"))
+    let r = user
+        .request(reqwest::Method::POST, "/channel-connections")
+        .json(&slack(admin.org, "support"))
         .send()
         .await
         .unwrap();
@@ -40,7 +38,7 @@ async fn crud_never_returns_secrets() {
     assert_eq!(created["settings"], json!({"team": "T1"}));
 
     // At rest: ciphertext only.
-    let pool = db.pool().await;
+    let pool = app.db.pool().await;
     let stored: Vec<u8> = sqlx::query_scalar(
         "SELECT secrets_ciphertext FROM channel_connections WHERE id = $1::uuid",
     )
@@ -54,10 +52,8 @@ async fn crud_never_returns_secrets() {
         "/channel-connections".to_owned(),
         format!("/channel-connections/{id}"),
     ] {
-        let r = pod
-            .client
-            .get(pod.url(&path))
-            .bearer_auth(&token)
+        let r = user
+            .request(reqwest::Method::GET, &path)
             .send()
             .await
             .unwrap();
@@ -70,33 +66,15 @@ async fn crud_never_returns_secrets() {
     }
 
     // Same name again: 409, nothing new written.
-    let r = pod
-        .client
-        .post(pod.url("/channel-connections"))
-        .bearer_auth(&token)
-        .json(&slack(org, "support"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 409);
-    assert_eq!(count(&db, "channel_connections").await, 1);
+    let (status, _) = user
+        .post("/channel-connections", slack(admin.org, "support"))
+        .await;
+    assert_eq!(status, 409);
+    assert_eq!(count(&app.db, "channel_connections").await, 1);
 
-    let r = pod
-        .client
-        .delete(pod.url(&format!("/channel-connections/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-    let r = pod
-        .client
-        .get(pod.url(&format!("/channel-connections/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    let path = format!("/channel-connections/{id}");
+    assert_eq!(user.delete(&path).await, 204);
+    assert_eq!(user.get(&path).await.0, 404);
     let actions: Vec<String> = sqlx::query_scalar(
         "SELECT action FROM audit_log WHERE action NOT LIKE 'auth.%' ORDER BY id",
     )
@@ -111,9 +89,9 @@ async fn crud_never_returns_secrets() {
 
 #[tokio::test]
 async fn invalid_connections_are_rejected_and_write_nothing() {
-    let (pod, db) = TestPod::single().await;
-    let (org, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token = pod.login(&email, &password).await;
+    let app = TestApp::builder().build().await;
+    let admin = app.member(None, Role::Admin).await;
+    let (org, user) = (admin.org, app.pod(0).as_user(&admin.token));
     let bad = [
         json!({"org_id": org, "channel": "fax", "name": "x", "secrets": {}}),
         json!({"org_id": org, "channel": "slack", "name": "x", "secrets": {"bot_token": "b"}}),
@@ -122,34 +100,24 @@ async fn invalid_connections_are_rejected_and_write_nothing() {
         json!({"org_id": org, "channel": "whatsapp", "name": "x", "secrets": {"account_sid": "a", "auth_token": "t", "from_number": "+1"}, "settings": [1]}),
     ];
     for body in bad {
-        let r = pod
-            .client
-            .post(pod.url("/channel-connections"))
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 422, "{body}");
-        let err: Value = r.json().await.unwrap();
+        let (status, err) = user.post("/channel-connections", body.clone()).await;
+        assert_eq!(status, 422, "{body}");
         assert_eq!(err["code"], "validation_failed");
     }
-    let r = pod
-        .client
-        .post(pod.url("/channel-connections"))
-        .bearer_auth(&token)
-        .json(&json!({"org_id": org, "channel": "slack"}))
-        .send()
-        .await
-        .unwrap();
+    let (status, _) = user
+        .post(
+            "/channel-connections",
+            json!({"org_id": org, "channel": "slack"}),
+        )
+        .await;
     assert_eq!(
-        r.status(),
-        400,
+        status, 400,
         "missing fields is malformed JSON for this endpoint"
     );
-    assert_eq!(count(&db, "channel_connections").await, 0);
+    assert_eq!(count(&app.db, "channel_connections").await, 0);
     assert_eq!(
-        db.count("SELECT count(*) FROM audit_log WHERE action NOT LIKE 'auth.%'")
+        app.db
+            .count("SELECT count(*) FROM audit_log WHERE action NOT LIKE 'auth.%'")
             .await,
         0
     );
@@ -157,91 +125,38 @@ async fn invalid_connections_are_rejected_and_write_nothing() {
 
 #[tokio::test]
 async fn other_orgs_and_experts_get_403() {
-    let (pod, db) = TestPod::single().await;
-    let (org_a, admin_a, pw_a) = seed_member(&db, None, Role::Admin).await;
-    let (org_b, admin_b, pw_b) = seed_member(&db, None, Role::Admin).await;
-    let (_, expert_a, pw_e) = seed_member(&db, Some(org_a), Role::Expert).await;
-    let token_a = pod.login(&admin_a, &pw_a).await;
-    let token_b = pod.login(&admin_b, &pw_b).await;
-    let token_e = pod.login(&expert_a, &pw_e).await;
+    let app = TestApp::builder().build().await;
+    let admin_a = app.member(None, Role::Admin).await;
+    let admin_b = app.member(None, Role::Admin).await;
+    let expert_a = app.member(Some(admin_a.org), Role::Expert).await;
+    let pod = app.pod(0);
+    let (a, b, expert) = (
+        pod.as_user(&admin_a.token),
+        pod.as_user(&admin_b.token),
+        pod.as_user(&expert_a.token),
+    );
+    let org_a = admin_a.org;
 
-    let created: Value = pod
-        .client
-        .post(pod.url("/channel-connections"))
-        .bearer_auth(&token_a)
-        .json(&slack(org_a, "a-support"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, created) = a
+        .post("/channel-connections", slack(org_a, "a-support"))
+        .await;
     let path = format!("/channel-connections/{}", created["id"].as_str().unwrap());
 
     // Admin of B on A's connection, and on A's org.
-    let get = pod
-        .client
-        .get(pod.url(&path))
-        .bearer_auth(&token_b)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(get.status(), 403);
-    let body: Value = get.json().await.unwrap();
+    let (status, body) = b.get(&path).await;
+    assert_eq!(status, 403);
     assert_eq!(body["code"], "forbidden");
-    let del = pod
-        .client
-        .delete(pod.url(&path))
-        .bearer_auth(&token_b)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(del.status(), 403);
-    let create = pod
-        .client
-        .post(pod.url("/channel-connections"))
-        .bearer_auth(&token_b)
-        .json(&slack(org_a, "intruder"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(create.status(), 403);
-    let list = pod
-        .client
-        .get(pod.url(&format!("/channel-connections?org_id={org_a}")))
-        .bearer_auth(&token_b)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(list.status(), 403);
-    let own: Value = pod
-        .client
-        .get(pod.url("/channel-connections"))
-        .bearer_auth(&token_b)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(b.delete(&path).await, 403);
+    let (status, _) = b
+        .post("/channel-connections", slack(org_a, "intruder"))
+        .await;
+    assert_eq!(status, 403);
+    let list = format!("/channel-connections?org_id={org_a}");
+    assert_eq!(b.get(&list).await.0, 403);
+    let (_, own) = b.get("/channel-connections").await;
     assert_eq!(own["items"], json!([]), "B sees none of A's connections");
-    let _ = org_b;
 
     // An expert of A cannot manage connections either.
-    let r = pod
-        .client
-        .delete(pod.url(&path))
-        .bearer_auth(&token_e)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
-    let still = pod
-        .client
-        .get(pod.url(&path))
-        .bearer_auth(&token_a)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(still.status(), 200, "nothing was deleted");
+    assert_eq!(expert.delete(&path).await, 403);
+    assert_eq!(a.get(&path).await.0, 200, "nothing was deleted");
 }

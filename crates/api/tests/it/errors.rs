@@ -1,32 +1,30 @@
 use serde_json::{Value, json};
 use switchboard_domain::Role;
-use switchboard_testing::{TestPod, seed_member};
+use switchboard_testing::{TestApp, TestPod};
 
 #[tokio::test]
 async fn oversized_body_is_413_and_writes_nothing() {
-    let (pod, db) = TestPod::single().await;
-    let (org, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token = pod.login(&email, &password).await;
+    let app = TestApp::builder().build().await;
+    let admin = app.member(None, Role::Admin).await;
     // The test pods accept 64 KiB.
     let big = "x".repeat(70 * 1024);
-    let r = pod
-        .client
-        .post(pod.url("/channel-connections"))
-        .bearer_auth(&token)
-        .json(&json!({"org_id": org, "channel": "slack", "name": big,
-            "secrets": {"signing_secret": "s", "bot_token": "b"}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 413);
-    let body: Value = r.json().await.unwrap();
+    let (status, body) = app
+        .pod(0)
+        .as_user(&admin.token)
+        .post(
+            "/channel-connections",
+            json!({"org_id": admin.org, "channel": "slack", "name": big,
+                "secrets": {"signing_secret": "s", "bot_token": "b"}}),
+        )
+        .await;
+    assert_eq!(status, 413);
     assert_eq!(body["code"], "payload_too_large");
-    let pool = db.pool().await;
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM channel_connections")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(n, 0);
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM channel_connections")
+            .await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -54,9 +52,9 @@ async fn malformed_json_is_400_with_a_stable_code() {
 
 #[tokio::test]
 async fn unknown_routes_bad_ids_and_methods_answer_json() {
-    let (pod, db) = TestPod::single().await;
-    let (_, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token = pod.login(&email, &password).await;
+    let app = TestApp::builder().build().await;
+    let pod = app.pod(0);
+    let token = app.member(None, Role::Admin).await.token;
     let cases = [
         (pod.client.get(pod.url("/nope")), 404, "not_found"),
         (
@@ -83,7 +81,7 @@ async fn unknown_routes_bad_ids_and_methods_answer_json() {
 #[tokio::test]
 async fn responses_carry_a_request_id_and_metrics_count_them() {
     let (pod, _db) = TestPod::single().await;
-    let r = pod.client.get(pod.url("/health")).send().await.unwrap();
+    let r = pod.get("/health").await;
     assert!(r.headers().get("x-request-id").is_some());
     let r = pod
         .client
@@ -93,15 +91,7 @@ async fn responses_carry_a_request_id_and_metrics_count_them() {
         .await
         .unwrap();
     assert_eq!(r.headers()["x-request-id"], "abc-123");
-    let metrics = pod
-        .client
-        .get(pod.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = pod.metrics().await;
     assert!(metrics.contains("http_requests_total"), "{metrics}");
     assert!(metrics.contains("route=\"/health\""), "{metrics}");
     assert!(

@@ -1,19 +1,101 @@
 //! The expert API: the queue list, the actions and their state machine, F3 release across
 //! pods, faults inside the release transaction, Idempotency-Key, and org scoping.
 
-use crate::expert_support::{Org, act, get, outbound_jobs, post, seed_items};
-use crate::realtime_support::connect_with;
 use futures::future::join_all;
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_flows::faults::{Fault, Step};
-use switchboard_testing::seed_member;
+use switchboard_testing::socket::connect_with;
+use switchboard_testing::{TestApp, TestPod, seed_member, seed_queue_items};
 use uuid::Uuid;
 
-async fn count(org: &Org, sql: &str) -> i64 {
-    org.db.count(sql).await
+/// Two pods on one database and Redis, an org with an admin and two experts.
+struct Org {
+    app: TestApp,
+    org: Uuid,
+    admin: String,
+    expert: String,
+    expert_id: Uuid,
+    other_expert: String,
+    connection: Uuid,
+}
+
+impl Org {
+    async fn start() -> Org {
+        // No workers: what a release pushes stays in the queue where the tests count it.
+        let app = TestApp::builder().pods(2).no_workers().build().await;
+        let admin = app.member(None, Role::Admin).await;
+        let expert = app.member(Some(admin.org), Role::Expert).await;
+        let other = app.member(Some(admin.org), Role::Expert).await;
+        let other_expert = app.pod(1).login(&other.email, &other.password).await;
+        let connection = app
+            .pod(0)
+            .as_user(&admin.token)
+            .create_connection(admin.org, "slack")
+            .await;
+        Org {
+            org: admin.org,
+            admin: admin.token,
+            expert: expert.token,
+            expert_id: expert.id,
+            other_expert,
+            connection,
+            app,
+        }
+    }
+
+    fn a(&self) -> &TestPod {
+        self.app.pod(0)
+    }
+
+    fn b(&self) -> &TestPod {
+        self.app.pod(1)
+    }
+
+    /// Seeds `n` pending items (each with its customer, conversation, inbound message and
+    /// draft) created one millisecond apart, the newest now; returns their ids, oldest first.
+    async fn seed_items(&self, n: i64) -> Vec<Uuid> {
+        seed_queue_items(&self.app.db, self.org, self.connection, n).await
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        self.app.db.count(sql).await
+    }
+}
+
+/// Jobs waiting in the `channel-outbound` queue (scheduled, parked or active).
+async fn outbound_jobs(pod: &TestPod) -> usize {
+    let queue = pod.server.state().flows.outbound.queue_ref();
+    switchboard_flows::upkeep::depth(&queue)
+        .await
+        .unwrap()
+        .total()
+}
+
+/// `POST {path}` as `token`, with an Idempotency-Key when `key` is given.
+async fn post(
+    pod: &TestPod,
+    token: &str,
+    path: &str,
+    body: Value,
+    key: Option<&str>,
+) -> (u16, Value) {
+    let user = pod.as_user(token);
+    match key {
+        Some(key) => user.post_with_key(path, body, key).await,
+        None => user.post(path, body).await,
+    }
+}
+
+/// `GET {path}` as `token`.
+async fn get(pod: &TestPod, token: &str, path: &str) -> (u16, Value) {
+    pod.as_user(token).get(path).await
+}
+
+/// `POST /expert-queue/{item}/{action}` as `token`.
+async fn act(pod: &TestPod, token: &str, item: Uuid, action: &str, body: Value) -> (u16, Value) {
+    pod.as_user(token).act(item, action, body).await
 }
 
 #[tokio::test]
@@ -22,7 +104,7 @@ async fn ten_concurrent_releases_over_two_pods_send_one_reply() {
     let item = org.seed_items(1).await[0];
     let tokens = [&org.expert, &org.other_expert, &org.admin];
     let releases = (0..10).map(|i| {
-        let pod = if i % 2 == 0 { &org.a } else { &org.b };
+        let pod = if i % 2 == 0 { org.a() } else { org.b() };
         act(pod, tokens[i % 3], item, "release", json!({}))
     });
     let results = join_all(releases).await;
@@ -33,22 +115,19 @@ async fn ten_concurrent_releases_over_two_pods_send_one_reply() {
     assert_eq!(refused.1["code"], "conflict");
     assert_eq!(refused.1["current"]["status"], "awaiting_client");
     assert_eq!(
-        count(
-            &org,
-            "SELECT count(*) FROM messages WHERE direction = 'outbound'"
-        )
-        .await,
+        org.count("SELECT count(*) FROM messages WHERE direction = 'outbound'")
+            .await,
         1
     );
-    assert_eq!(count(&org, "SELECT count(*) FROM outbox").await, 1);
-    assert_eq!(outbound_jobs(&org.a).await, 1);
+    assert_eq!(org.count("SELECT count(*) FROM outbox").await, 1);
+    assert_eq!(outbound_jobs(org.a()).await, 1);
     let released = &ok[0].1;
     assert_eq!(released["item"]["status"], "awaiting_client");
     assert_eq!(released["message"]["body"], "It ships tomorrow.");
     assert_eq!(released["message"]["author"], "agent");
     assert_eq!(released["message"]["delivery_status"], "queued");
     let payload: Value = {
-        let pool = org.db.pool().await;
+        let pool = org.app.db.pool().await;
         sqlx::query_scalar("SELECT payload FROM outbox")
             .fetch_one(&pool)
             .await
@@ -57,7 +136,7 @@ async fn ten_concurrent_releases_over_two_pods_send_one_reply() {
     assert_eq!(payload["text"], "It ships tomorrow.");
     assert_eq!(payload["reply_to"]["thread_ts"], "1.5");
     assert_eq!(
-        count(&org, "SELECT count(*) FROM audit_log WHERE action = 'queue_item.release' AND request_id IS NOT NULL").await,
+        org.count("SELECT count(*) FROM audit_log WHERE action = 'queue_item.release' AND request_id IS NOT NULL").await,
         1
     );
 }
@@ -67,7 +146,7 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
     let org = Org::start().await;
     let items = org.seed_items(2).await;
     let (s, edited) = act(
-        &org.a,
+        org.a(),
         &org.expert,
         items[0],
         "release",
@@ -78,7 +157,7 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
     assert_eq!(edited["message"]["author"], "expert");
     assert_eq!(edited["message"]["body"], "Tomorrow, by noon.");
     let (s, own) = act(
-        &org.b,
+        org.b(),
         &org.expert,
         items[1],
         "respond",
@@ -94,13 +173,13 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
         ("release", json!({"body": ""})),
     ] {
         let fresh = org.seed_items(1).await[0];
-        let (s, e) = act(&org.a, &org.expert, fresh, action, body.clone()).await;
+        let (s, e) = act(org.a(), &org.expert, fresh, action, body.clone()).await;
         assert_eq!(s, 422, "{action} {body}: {e}");
-        let (_, item) = get(&org.a, &org.expert, &format!("/expert-queue/{fresh}")).await;
+        let (_, item) = get(org.a(), &org.expert, &format!("/expert-queue/{fresh}")).await;
         assert_eq!(item["status"], "pending");
     }
     let (s, e) = post(
-        &org.a,
+        org.a(),
         &org.expert,
         &format!("/expert-queue/{}/release", items[0]),
         json!("nope"),
@@ -111,7 +190,7 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
     // The conversation shows the reply with its delivery status, newest first.
     let conversation = edited["item"]["conversation_id"].as_str().unwrap();
     let (s, view) = get(
-        &org.a,
+        org.a(),
         &org.expert,
         &format!("/conversations/{conversation}"),
     )
@@ -133,38 +212,35 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
 async fn a_fault_at_any_step_of_the_release_leaves_nothing_behind() {
     let org = Org::start().await;
     let item = org.seed_items(1).await[0];
-    let faults = &org.a.server.state().flows.faults;
-    let audit_before = count(&org, "SELECT count(*) FROM audit_log").await;
+    let faults = &org.a().server.state().flows.faults;
+    let audit_before = org.count("SELECT count(*) FROM audit_log").await;
     for step in [Step::AfterTransition, Step::AfterOutbox, Step::AfterEvents] {
         faults.arm(step, Fault::Fail);
-        let (s, e) = act(&org.a, &org.expert, item, "release", json!({})).await;
+        let (s, e) = act(org.a(), &org.expert, item, "release", json!({})).await;
         assert_eq!(s, 500, "{step:?}: {e}");
         assert_eq!(
-            count(
-                &org,
-                "SELECT count(*) FROM messages WHERE direction = 'outbound'"
-            )
-            .await,
+            org.count("SELECT count(*) FROM messages WHERE direction = 'outbound'")
+                .await,
             0,
             "{step:?}"
         );
         assert_eq!(
-            count(&org, "SELECT count(*) FROM outbox").await,
+            org.count("SELECT count(*) FROM outbox").await,
             0,
             "{step:?}"
         );
         assert_eq!(
-            count(&org, "SELECT count(*) FROM event_outbox").await
-                + count(&org, "SELECT count(*) FROM events").await,
+            org.count("SELECT count(*) FROM event_outbox").await
+                + org.count("SELECT count(*) FROM events").await,
             0,
             "{step:?}"
         );
         assert_eq!(
-            count(&org, "SELECT count(*) FROM audit_log").await,
+            org.count("SELECT count(*) FROM audit_log").await,
             audit_before,
             "{step:?}"
         );
-        let (_, now) = get(&org.a, &org.expert, &format!("/expert-queue/{item}")).await;
+        let (_, now) = get(org.a(), &org.expert, &format!("/expert-queue/{item}")).await;
         assert_eq!(
             (now["status"].as_str(), now["version"].as_i64()),
             (Some("pending"), Some(1)),
@@ -172,9 +248,9 @@ async fn a_fault_at_any_step_of_the_release_leaves_nothing_behind() {
         );
     }
     faults.disarm();
-    let (s, _) = act(&org.a, &org.expert, item, "release", json!({})).await;
+    let (s, _) = act(org.a(), &org.expert, item, "release", json!({})).await;
     assert_eq!(s, 200);
-    assert_eq!(outbound_jobs(&org.a).await, 1);
+    assert_eq!(outbound_jobs(org.a()).await, 1);
 }
 
 #[tokio::test]
@@ -184,7 +260,7 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     let future = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
     // pending: unclaim and reopen are illegal.
     for action in ["unclaim", "reopen"] {
-        let (s, e) = act(&org.a, &org.expert, items[0], action, json!({})).await;
+        let (s, e) = act(org.a(), &org.expert, items[0], action, json!({})).await;
         assert_eq!(s, 409, "{action}: {e}");
         assert_eq!(
             e["current"],
@@ -193,12 +269,12 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     }
     // Claimed by the expert: the same expert again is a no-op 200; the other one gets 409
     // for claim, release, respond, snooze and resolve.
-    let (s, claimed) = act(&org.a, &org.expert, items[0], "claim", json!({})).await;
+    let (s, claimed) = act(org.a(), &org.expert, items[0], "claim", json!({})).await;
     assert_eq!(
         (s, claimed["item"]["status"].as_str()),
         (200, Some("claimed"))
     );
-    let (s, again) = act(&org.b, &org.expert, items[0], "claim", json!({})).await;
+    let (s, again) = act(org.b(), &org.expert, items[0], "claim", json!({})).await;
     assert_eq!(
         (s, again["item"]["version"].as_i64()),
         (200, Some(2)),
@@ -212,18 +288,18 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
         ("resolve", json!({})),
         ("unclaim", json!({})),
     ] {
-        let (s, e) = act(&org.b, &org.other_expert, items[0], action, body).await;
+        let (s, e) = act(org.b(), &org.other_expert, items[0], action, body).await;
         assert_eq!(s, 409, "{action}: {e}");
         assert_eq!(e["current"]["claimed_by"], json!(org.expert_id), "{action}");
         assert_eq!(e["current"]["status"], "claimed");
     }
     // An admin may take it back.
-    let (s, _) = act(&org.a, &org.admin, items[0], "unclaim", json!({})).await;
+    let (s, _) = act(org.a(), &org.admin, items[0], "unclaim", json!({})).await;
     assert_eq!(s, 200);
     // Snooze must be in the future; then snoozed → reopen → pending.
     let past = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
     let (s, _) = act(
-        &org.a,
+        org.a(),
         &org.expert,
         items[1],
         "snooze",
@@ -232,7 +308,7 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     .await;
     assert_eq!(s, 422);
     let (s, snoozed) = act(
-        &org.a,
+        org.a(),
         &org.expert,
         items[1],
         "snooze",
@@ -244,21 +320,21 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
         (200, Some("snoozed"))
     );
     for action in ["claim", "release", "unclaim"] {
-        let (s, e) = act(&org.a, &org.expert, items[1], action, json!({})).await;
+        let (s, e) = act(org.a(), &org.expert, items[1], action, json!({})).await;
         assert_eq!(
             (s, e["current"]["status"].as_str()),
             (409, Some("snoozed")),
             "{action}"
         );
     }
-    let (s, _) = act(&org.a, &org.expert, items[1], "reopen", json!({})).await;
+    let (s, _) = act(org.a(), &org.expert, items[1], "reopen", json!({})).await;
     assert_eq!(s, 200);
     // resolved: only reopen.
-    let (s, _) = act(&org.a, &org.expert, items[2], "resolve", json!({})).await;
+    let (s, _) = act(org.a(), &org.expert, items[2], "resolve", json!({})).await;
     assert_eq!(s, 200);
     for action in ["claim", "release", "resolve", "snooze", "unclaim"] {
         let (s, e) = act(
-            &org.a,
+            org.a(),
             &org.expert,
             items[2],
             action,
@@ -271,14 +347,14 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
             "{action}"
         );
     }
-    let (s, reopened) = act(&org.a, &org.expert, items[2], "reopen", json!({})).await;
+    let (s, reopened) = act(org.a(), &org.expert, items[2], "reopen", json!({})).await;
     assert_eq!(
         (s, reopened["item"]["status"].as_str()),
         (200, Some("pending"))
     );
     // Assign is for admins, to members only.
     let (s, _) = act(
-        &org.a,
+        org.a(),
         &org.expert,
         items[2],
         "assign",
@@ -287,7 +363,7 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     .await;
     assert_eq!(s, 403);
     let (s, _) = act(
-        &org.a,
+        org.a(),
         &org.admin,
         items[2],
         "assign",
@@ -296,7 +372,7 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     .await;
     assert_eq!(s, 422);
     let (s, assigned) = act(
-        &org.a,
+        org.a(),
         &org.admin,
         items[2],
         "assign",
@@ -309,14 +385,14 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     );
     // awaiting_client after a release: release again → 409; a customer message (F2) and
     // reopen bring it back.
-    let (s, _) = act(&org.a, &org.expert, items[2], "release", json!({})).await;
+    let (s, _) = act(org.a(), &org.expert, items[2], "release", json!({})).await;
     assert_eq!(s, 200);
-    let (s, e) = act(&org.a, &org.expert, items[2], "release", json!({})).await;
+    let (s, e) = act(org.a(), &org.expert, items[2], "release", json!({})).await;
     assert_eq!(
         (s, e["current"]["status"].as_str()),
         (409, Some("awaiting_client"))
     );
-    let (_, mine) = get(&org.a, &org.expert, "/expert-queue?assigned=me&status=all").await;
+    let (_, mine) = get(org.a(), &org.expert, "/expert-queue?assigned=me&status=all").await;
     assert!(mine["items"].as_array().unwrap().is_empty(), "{mine}");
 }
 
@@ -332,7 +408,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
             Some(c) => format!("/expert-queue?limit=50&cursor={c}"),
             None => "/expert-queue?limit=50".to_owned(),
         };
-        let pod = if pages % 2 == 0 { &org.a } else { &org.b };
+        let pod = if pages % 2 == 0 { org.a() } else { org.b() };
         let (s, page) = get(pod, &org.expert, &path).await;
         assert_eq!(s, 200, "{page}");
         for item in page["items"].as_array().unwrap() {
@@ -341,7 +417,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
         pages += 1;
         if pages <= 4 {
             // 20 new items arrive while the expert pages.
-            seed_items(&org.db, org.org, org.connection, 5).await;
+            org.seed_items(5).await;
         }
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_owned()),
@@ -353,7 +429,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
     assert_eq!(seen.len(), 270, "every item, old and new, exactly once");
     assert_eq!(&seen[..250], &seeded[..], "longest waiting first");
     // A row carries what the console shows.
-    let (_, first) = get(&org.a, &org.expert, "/expert-queue?limit=1").await;
+    let (_, first) = get(org.a(), &org.expert, "/expert-queue?limit=1").await;
     let row = &first["items"][0];
     for field in [
         "id",
@@ -375,7 +451,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
     assert_eq!(row["draft"]["fallback"], false);
     assert_eq!(row["last_message"]["preview"], "Where is my order?");
     // Filters and bad input.
-    let (_, recent) = get(&org.a, &org.expert, "/expert-queue?order=recent&limit=1").await;
+    let (_, recent) = get(org.a(), &org.expert, "/expert-queue?order=recent&limit=1").await;
     assert_ne!(recent["items"][0]["id"], row["id"]);
     for bad in [
         "status=nope",
@@ -385,7 +461,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
         "limit=0",
         "cursor=garbage",
     ] {
-        let (s, e) = get(&org.a, &org.expert, &format!("/expert-queue?{bad}")).await;
+        let (s, e) = get(org.a(), &org.expert, &format!("/expert-queue?{bad}")).await;
         assert!(s == 400 || s == 422, "{bad}: {s} {e}");
     }
 }
@@ -396,7 +472,7 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
     let items = org.seed_items(2).await;
     let path = format!("/expert-queue/{}/release", items[0]);
     let (s1, first) = post(
-        &org.a,
+        org.a(),
         &org.expert,
         &path,
         json!({"body": "Hi!"}),
@@ -404,7 +480,7 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
     )
     .await;
     let (s2, replay) = post(
-        &org.b,
+        org.b(),
         &org.expert,
         &path,
         json!({"body": "Hi!"}),
@@ -414,7 +490,7 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
     assert_eq!((s1, s2), (200, 200));
     assert_eq!(first, replay);
     let (s, e) = post(
-        &org.b,
+        org.b(),
         &org.expert,
         &path,
         json!({"body": "Other"}),
@@ -422,11 +498,11 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
     )
     .await;
     assert_eq!((s, e["code"].as_str()), (422, Some("idempotency_mismatch")));
-    assert_eq!(count(&org, "SELECT count(*) FROM outbox").await, 1);
+    assert_eq!(org.count("SELECT count(*) FROM outbox").await, 1);
     // Concurrent requests with one key: one effect; the others replay or are told to wait.
     let path = format!("/expert-queue/{}/release", items[1]);
     let results = join_all((0..6).map(|i| {
-        let pod = if i % 2 == 0 { &org.a } else { &org.b };
+        let pod = if i % 2 == 0 { org.a() } else { org.b() };
         post(pod, &org.expert, &path, json!({}), Some("k-2"))
     }))
     .await;
@@ -436,17 +512,17 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
             "{s} {body}"
         );
     }
-    assert_eq!(count(&org, "SELECT count(*) FROM outbox").await, 2);
+    assert_eq!(org.count("SELECT count(*) FROM outbox").await, 2);
     // A refusal is an answer too: the replay of a 409 is the same 409.
-    let (s, conflict) = post(&org.a, &org.other_expert, &path, json!({}), Some("k-3")).await;
-    let (s2, again) = post(&org.b, &org.other_expert, &path, json!({}), Some("k-3")).await;
+    let (s, conflict) = post(org.a(), &org.other_expert, &path, json!({}), Some("k-3")).await;
+    let (s2, again) = post(org.b(), &org.other_expert, &path, json!({}), Some("k-3")).await;
     assert_eq!((s, s2), (409, 409));
     assert_eq!(conflict, again);
     // Keys are per user: another expert's same key is a new request.
-    let (s, e) = post(&org.a, &org.other_expert, &path, json!({}), Some("k-1")).await;
+    let (s, e) = post(org.a(), &org.other_expert, &path, json!({}), Some("k-1")).await;
     assert_eq!((s, e["code"].as_str()), (409, Some("conflict")));
     let (s, e) = post(
-        &org.a,
+        org.a(),
         &org.expert,
         &path,
         json!({}),
@@ -463,25 +539,25 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
 async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
     let org = Org::start().await;
     let item = org.seed_items(1).await[0];
-    let (s, conversation) = get(&org.a, &org.expert, &format!("/expert-queue/{item}")).await;
+    let (s, conversation) = get(org.a(), &org.expert, &format!("/expert-queue/{item}")).await;
     assert_eq!(s, 200);
     let conversation = conversation["conversation_id"].as_str().unwrap().to_owned();
-    let (_, email, password) = seed_member(&org.db, None, Role::Admin).await;
-    let stranger = org.a.login(&email, &password).await;
+    let (_, email, password) = seed_member(&org.app.db, None, Role::Admin).await;
+    let stranger = org.a().login(&email, &password).await;
     for path in [
         format!("/expert-queue/{item}"),
         format!("/conversations/{conversation}"),
         format!("/expert-queue?org_id={}", org.org),
         format!("/conversations?org_id={}", org.org),
     ] {
-        let (s, e) = get(&org.a, &stranger, &path).await;
+        let (s, e) = get(org.a(), &stranger, &path).await;
         assert_eq!((s, e["code"].as_str()), (403, Some("forbidden")), "{path}");
     }
     for action in [
         "claim", "unclaim", "assign", "release", "respond", "resolve", "snooze", "reopen",
     ] {
         let body = json!({"user_id": org.expert_id, "body": "x", "until": "2999-01-01T00:00:00Z"});
-        let (s, e) = act(&org.a, &stranger, item, action, body).await;
+        let (s, e) = act(org.a(), &stranger, item, action, body).await;
         assert_eq!(
             (s, e["code"].as_str()),
             (403, Some("forbidden")),
@@ -489,26 +565,26 @@ async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
         );
     }
     // The stranger's own lists are empty; unknown ids are 404.
-    let (_, own) = get(&org.a, &stranger, "/expert-queue").await;
+    let (_, own) = get(org.a(), &stranger, "/expert-queue").await;
     assert_eq!(own["items"], json!([]));
     let (s, _) = get(
-        &org.a,
+        org.a(),
         &org.expert,
         &format!("/expert-queue/{}", Uuid::new_v4()),
     )
     .await;
     assert_eq!(s, 404);
-    let (s, _) = act(&org.a, &org.expert, Uuid::new_v4(), "claim", json!({})).await;
+    let (s, _) = act(org.a(), &org.expert, Uuid::new_v4(), "claim", json!({})).await;
     assert_eq!(s, 404);
     let (s, _) = get(
-        &org.a,
+        org.a(),
         &org.expert,
         &format!("/conversations/{}", Uuid::new_v4()),
     )
     .await;
     assert_eq!(s, 404);
     let (s, _) = act(
-        &org.a,
+        org.a(),
         &org.expert,
         item,
         "assign",
@@ -517,9 +593,9 @@ async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
     .await;
     assert_eq!(s, 403);
     // Nothing was touched.
-    let (_, now) = get(&org.a, &org.expert, &format!("/expert-queue/{item}")).await;
+    let (_, now) = get(org.a(), &org.expert, &format!("/expert-queue/{item}")).await;
     assert_eq!(now["version"], 1);
-    let (s, _) = get(&org.a, "not-a-token", "/expert-queue").await;
+    let (s, _) = get(org.a(), "not-a-token", "/expert-queue").await;
     assert_eq!(s, 401);
 }
 
@@ -527,8 +603,8 @@ async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
 async fn a_release_reaches_a_socket_on_the_other_pod_in_order() {
     let org = Org::start().await;
     let item = org.seed_items(1).await[0];
-    let mut sock = connect_with(&org.b, &org.expert).await;
-    let (s, _) = act(&org.a, &org.expert, item, "release", json!({})).await;
+    let mut sock = connect_with(org.b(), &org.expert).await;
+    let (s, _) = act(org.a(), &org.expert, item, "release", json!({})).await;
     assert_eq!(s, 200);
     let events = sock.take(3).await;
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
@@ -550,5 +626,4 @@ async fn a_release_reaches_a_socket_on_the_other_pod_in_order() {
     assert_eq!(sent["message"]["delivery_status"], "queued");
     assert_eq!(sent["org_id"], json!(org.org));
     sock.close().await;
-    tokio::time::sleep(Duration::from_millis(0)).await;
 }

@@ -5,16 +5,14 @@
 //! being released bringing its item back to pending, and a reopen that would make a second
 //! live item answering 409 instead of 500.
 
-use crate::expert_support::{get, post};
-use crate::inbound_support::{connections, pod};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchboard_domain::Role;
-use switchboard_testing::signing;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::fakes::agent_responding;
+use switchboard_testing::signing::slack_message;
+use switchboard_testing::{TestApp, TestPod, eventually, settled};
 use uuid::Uuid;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 /// The agent: drafts `Draft two` for a newest customer message that says "second", else
 /// `Draft one`, after `second_delay` or `first_delay`. It looks at the newest customer line
@@ -45,92 +43,68 @@ impl Respond for Drafter {
 }
 
 async fn agent(first_delay: Duration, second_delay: Duration) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat"))
-        .respond_with(Drafter {
-            first_delay,
-            second_delay,
-        })
-        .mount(&server)
-        .await;
-    server
+    agent_responding(Drafter {
+        first_delay,
+        second_delay,
+    })
+    .await
 }
 
-/// Two pods with workers, an org's Slack connection and an expert's token.
+/// Two pods with workers, an org's Slack connection and an expert's token (from pod B).
 struct Stack {
-    db: TestDb,
-    a: TestPod,
-    b: TestPod,
+    app: TestApp,
     slack: String,
     expert: String,
-    _agent: MockServer,
 }
 
 impl Stack {
     async fn start(agent: MockServer) -> Stack {
-        let db = TestDb::fresh().await;
-        let prefix = random_prefix();
-        let a = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-        let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-        let (org, conns) = connections(&db, &a).await;
-        let (_, email, password) = seed_member(&db, Some(org), Role::Expert).await;
-        let expert = b.login(&email, &password).await;
-        let slack = conns
-            .iter()
-            .find(|(channel, _)| channel == "slack")
-            .map(|(_, id)| id.clone())
-            .expect("slack connection");
-        Stack {
-            db,
-            a,
-            b,
-            slack,
-            expert,
-            _agent: agent,
-        }
+        let app = TestApp::builder().pods(2).agent(agent).build().await;
+        let org = app.org().await;
+        let member = app.member(Some(org.id), Role::Expert).await;
+        let expert = app.pod(1).login(&member.email, &member.password).await;
+        let slack = org.conns["slack"].to_string();
+        Stack { app, slack, expert }
+    }
+
+    fn a(&self) -> &TestPod {
+        self.app.pod(0)
+    }
+
+    fn b(&self) -> &TestPod {
+        self.app.pod(1)
     }
 
     /// Customer U1 writes `text` as Slack message `ts`.
     async fn customer_writes(&self, ts: &str, text: &str) {
-        let signed = signing::slack("slack-signing-secret", &format!("Ev{ts}"), "U1", ts, text);
-        let mut request = self
-            .a
-            .client
-            .post(self.a.url(&format!("/webhooks/slack/{}", self.slack)))
-            .body(signed.body.clone());
-        for (k, v) in &signed.headers {
-            request = request.header(k, v);
-        }
-        assert_eq!(request.send().await.expect("webhook").status(), 200);
+        let path = format!("/webhooks/slack/{}", self.slack);
+        let (status, _) = self
+            .a()
+            .send_webhook(&path, &slack_message("U1", ts, text))
+            .await;
+        assert_eq!(status, 200);
     }
 
     /// The conversation's live item, once one exists (20 s at most).
     async fn item(&self) -> Uuid {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let pool = self.db.pool().await;
-            let id: Option<Uuid> =
-                sqlx::query_scalar("SELECT id FROM expert_queue WHERE status <> 'resolved'")
-                    .fetch_optional(&pool)
-                    .await
-                    .expect("item");
-            pool.close().await;
-            if let Some(id) = id {
-                return id;
-            }
-            assert!(Instant::now() < deadline, "no item was created");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let pool = self.app.db.pool().await;
+        let live = || async {
+            sqlx::query_scalar::<_, Uuid>("SELECT id FROM expert_queue WHERE status <> 'resolved'")
+                .fetch_optional(&pool)
+                .await
+                .expect("item")
+        };
+        let id = eventually("an item is created", Duration::from_secs(20), live).await;
+        pool.close().await;
+        id
     }
 
     /// `GET /expert-queue/{item}` with its `ETag`.
     async fn show(&self, item: Uuid) -> (Value, String) {
         let response = self
-            .b
-            .client
-            .get(self.b.url(&format!("/expert-queue/{item}")))
-            .bearer_auth(&self.expert)
+            .b()
+            .as_user(&self.expert)
+            .request(reqwest::Method::GET, &format!("/expert-queue/{item}"))
             .send()
             .await
             .expect("show");
@@ -144,17 +118,12 @@ impl Stack {
         (response.json().await.expect("json"), tag)
     }
 
-    /// Polls the item until `done` holds (20 s at most); returns it.
+    /// Awaits the item's view satisfying `done` (20 s at most); returns it.
     async fn until(&self, item: Uuid, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let (view, _) = self.show(item).await;
-            if done(&view) {
-                return view;
-            }
-            assert!(Instant::now() < deadline, "never {what}: {view}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let view = || async { self.show(item).await.0 };
+        let view = settled(Duration::from_secs(20), view, &done).await;
+        assert!(done(&view), "never {what}: {view}");
+        view
     }
 
     /// `POST /expert-queue/{item}/{action}` on pod `a` with an optional `If-Match`.
@@ -165,11 +134,11 @@ impl Stack {
         body: Value,
         if_match: Option<&str>,
     ) -> (u16, Value) {
+        let path = format!("/expert-queue/{item}/{action}");
         let mut request = self
-            .a
-            .client
-            .post(self.a.url(&format!("/expert-queue/{item}/{action}")))
-            .bearer_auth(&self.expert)
+            .a()
+            .as_user(&self.expert)
+            .request(reqwest::Method::POST, &path)
             .json(&body);
         if let Some(tag) = if_match {
             request = request.header("If-Match", tag);
@@ -182,7 +151,13 @@ impl Stack {
     }
 
     async fn count(&self, sql: &str) -> i64 {
-        self.db.count(sql).await
+        self.app.db.count(sql).await
+    }
+
+    /// Awaits `sql` counting at least `want` (20 s at most).
+    async fn at_least(&self, sql: &str, want: i64, what: &str) {
+        let n = settled(Duration::from_secs(20), || self.count(sql), |n| *n >= want).await;
+        assert!(n >= want, "{what}");
     }
 }
 
@@ -244,11 +219,12 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft two"))
         .await;
     // Draft one lands after Draft two: it answers an older message and is kept off the item.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s.count("SELECT count(*) FROM drafts").await < 2 {
-        assert!(Instant::now() < deadline, "the slow draft never landed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    s.at_least(
+        "SELECT count(*) FROM drafts",
+        2,
+        "the slow draft never landed",
+    )
+    .await;
     let (view, _) = s.show(item).await;
     assert_eq!(draft_text(&view), Some("Draft two"), "{view}");
     assert_eq!(view["status"], "pending");
@@ -256,18 +232,9 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
     // A third message whose draft is slow: the item's draft now answers an older message.
     s.customer_writes("1700000001.000003", "first question, again")
         .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s
-        .count("SELECT count(*) FROM messages WHERE direction = 'inbound'")
-        .await
-        < 3
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the third message was not stored"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let inbound = "SELECT count(*) FROM messages WHERE direction = 'inbound'";
+    s.at_least(inbound, 3, "the third message was not stored")
+        .await;
     let (status, body) = s.act(item, "release", json!({}), None).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "stale_draft");
@@ -283,11 +250,12 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
         .await;
     assert_eq!(status, 200, "{body}");
     // The third message's draft lands after a reply that answered it: it stays off.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s.count("SELECT count(*) FROM drafts").await < 3 {
-        assert!(Instant::now() < deadline, "the third draft never landed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    s.at_least(
+        "SELECT count(*) FROM drafts",
+        3,
+        "the third draft never landed",
+    )
+    .await;
     let (view, _) = s.show(item).await;
     assert_eq!(view["status"], "awaiting_client", "{view}");
     assert!(view["draft"].is_null(), "{view}");
@@ -307,7 +275,7 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
         .await;
 
     // Hold the item's row, so the release waits inside its statement.
-    let pool = s.db.pool().await;
+    let pool = s.app.db.pool().await;
     let mut hold = pool.begin().await.expect("begin");
     let conversation: Uuid =
         sqlx::query_scalar("SELECT conversation_id FROM expert_queue WHERE id = $1 FOR UPDATE")
@@ -317,8 +285,8 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
             .expect("lock");
     let release = {
         let (client, url, token) = (
-            s.a.client.clone(),
-            s.a.url(&format!("/expert-queue/{item}/release")),
+            s.a().client.clone(),
+            s.a().url(&format!("/expert-queue/{item}/release")),
             s.expert.clone(),
         );
         tokio::spawn(async move {
@@ -335,22 +303,18 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
             )
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s
-        .count(&format!(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}'
-               AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
-            s.db.name
-        ))
-        .await
-        == 0
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the release never waited on the row"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}'
+           AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
+        s.app.db.name
+    );
+    let waits = || async { (s.count(&waiting).await > 0).then_some(()) };
+    eventually(
+        "the release waits on the row",
+        Duration::from_secs(10),
+        waits,
+    )
+    .await;
     // The customer's second message commits now, as the inbound job stores it (the item at
     // a new version), while the release's statement waits with its earlier snapshot.
     sqlx::query(
@@ -434,15 +398,18 @@ async fn if_match_is_checked_after_the_state_and_a_bad_one_changes_nothing() {
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "conflict");
     // The right version: the action, and the new ETag.
-    let response =
-        s.a.client
-            .post(s.a.url(&format!("/expert-queue/{item}/claim")))
-            .bearer_auth(&s.expert)
-            .header("If-Match", &tag)
-            .json(&json!({}))
-            .send()
-            .await
-            .expect("claim");
+    let response = s
+        .a()
+        .as_user(&s.expert)
+        .request(
+            reqwest::Method::POST,
+            &format!("/expert-queue/{item}/claim"),
+        )
+        .header("If-Match", &tag)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("claim");
     assert_eq!(response.status(), 200);
     let new_tag = response.headers()["etag"]
         .to_str()
@@ -450,15 +417,9 @@ async fn if_match_is_checked_after_the_state_and_a_bad_one_changes_nothing() {
         .to_owned();
     let body: Value = response.json().await.expect("json");
     assert_eq!(new_tag, format!("\"{}\"", body["item"]["version"]));
-    let (status, _) = get(&s.b, &s.expert, &format!("/expert-queue/{item}")).await;
+    let expert = s.b().as_user(&s.expert);
+    let (status, _) = expert.get(&format!("/expert-queue/{item}")).await;
     assert_eq!(status, 200);
-    let (status, body) = post(
-        &s.b,
-        &s.expert,
-        &format!("/expert-queue/{item}/unclaim"),
-        json!({}),
-        None,
-    )
-    .await;
+    let (status, body) = expert.act(item, "unclaim", json!({})).await;
     assert_eq!(status, 200, "{body}");
 }

@@ -11,15 +11,15 @@
 //! - every customer message is followed by a released reply, or its item is pending or
 //!   claimed.
 
-use crate::inbound_support::{connections, pod};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
-use switchboard_testing::signing;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::fakes::agent_responding;
+use switchboard_testing::signing::{SLACK_SECRET, slack};
+use switchboard_testing::{TestApp, TestPod};
 use uuid::Uuid;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Request, Respond, ResponseTemplate};
 
 /// A small deterministic generator (xorshift64*), so a seed replays the same operations.
 struct Rng(u64);
@@ -68,21 +68,14 @@ fn note(history: &History, line: String) {
     history.lock().expect("history").push(line);
 }
 
-async fn customer(a: &TestPod, slack: &str, seed: u64, history: History) {
+async fn customer(a: &TestPod, path: &str, seed: u64, history: History) {
     let mut rng = Rng(seed ^ 0xC0FFEE);
     for n in 0..12 {
         let slow = rng.below(3) == 0;
         let text = format!("message {n}{}", if slow { " [slow]" } else { "" });
         let ts = format!("1700000100.{n:06}");
-        let signed = signing::slack("slack-signing-secret", &format!("EvR{n}"), "U1", &ts, &text);
-        let mut request = a
-            .client
-            .post(a.url(&format!("/webhooks/slack/{slack}")))
-            .body(signed.body.clone());
-        for (k, v) in &signed.headers {
-            request = request.header(k, v);
-        }
-        let status = request.send().await.expect("webhook").status();
+        let signed = slack(SLACK_SECRET, &format!("EvR{n}"), "U1", &ts, &text);
+        let (status, _) = a.send_webhook(path, &signed).await;
         note(&history, format!("customer: {text} -> {status}"));
         tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
     }
@@ -93,16 +86,7 @@ async fn expert(pod: &TestPod, token: &str, name: &str, seed: u64, history: Hist
     let deadline = Instant::now() + Duration::from_secs(8);
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(rng.below(250))).await;
-        let list: Value = pod
-            .client
-            .get(pod.url("/expert-queue?status=all"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("list")
-            .json()
-            .await
-            .expect("json");
+        let (_, list) = pod.as_user(token).get("/expert-queue?status=all").await;
         let Some(item) = list["items"].as_array().and_then(|i| i.first()).cloned() else {
             continue;
         };
@@ -120,9 +104,11 @@ async fn expert(pod: &TestPod, token: &str, name: &str, seed: u64, history: Hist
         };
         let if_match = rng.below(2) == 0;
         let mut request = pod
-            .client
-            .post(pod.url(&format!("/expert-queue/{id}/{action}")))
-            .bearer_auth(token)
+            .as_user(token)
+            .request(
+                reqwest::Method::POST,
+                &format!("/expert-queue/{id}/{action}"),
+            )
             .json(&body);
         if if_match {
             request = request.header("If-Match", format!("\"{}\"", item["version"]));
@@ -150,31 +136,24 @@ async fn expert_randomized_interleavings_keep_the_integrity_invariants() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| u64::from(Uuid::new_v4().as_u128() as u32) | 1);
-    let agent = MockServer::start().await;
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Drafter)
-        .mount(&agent)
+    let app = TestApp::builder()
+        .pods(2)
+        .agent(agent_responding(Drafter).await)
+        .build()
         .await;
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let a = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-    let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-    let (org, conns) = connections(&db, &a).await;
-    let (_, e1, password) = seed_member(&db, Some(org), Role::Expert).await;
-    let (_, e2, _) = seed_member(&db, Some(org), Role::Expert).await;
-    let t1 = a.login(&e1, &password).await;
-    let t2 = b.login(&e2, &password).await;
-    let slack = conns
-        .iter()
-        .find(|(c, _)| c == "slack")
-        .map(|(_, id)| id.clone())
-        .expect("slack");
+    let (a, b, db) = (app.pod(0), app.pod(1), &app.db);
+    let org = app.org().await;
+    let e1 = app.member(Some(org.id), Role::Expert).await;
+    let e2 = app.member(Some(org.id), Role::Expert).await;
+    let t1 = e1.token;
+    let t2 = b.login(&e2.email, &e2.password).await;
+    let slack = org.webhook("slack");
     let history: History = Arc::default();
 
     tokio::join!(
-        customer(&a, &slack, seed, history.clone()),
-        expert(&a, &t1, "expert-a", seed.wrapping_mul(3), history.clone()),
-        expert(&b, &t2, "expert-b", seed.wrapping_mul(7), history.clone()),
+        customer(a, &slack, seed, history.clone()),
+        expert(a, &t1, "expert-a", seed.wrapping_mul(3), history.clone()),
+        expert(b, &t2, "expert-b", seed.wrapping_mul(7), history.clone()),
     );
     // Every message drafted (slow ones included).
     let drafted = db

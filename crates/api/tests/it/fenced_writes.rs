@@ -6,10 +6,7 @@
 //! so each interleaving happens exactly where the test puts it: a fault point stops the job
 //! after the provider accepted a part, another pod takes the row over, then the job goes on.
 
-use crate::outbound_alerts::capture;
-use crate::outbound_support::{
-    Provider, alerts_for, delivery, org, pod, release_ok, seed_item, wait_outbox,
-};
+use crate::alerts::{alerts_for, capture};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use switchboard_api::error::ApiError;
@@ -21,16 +18,17 @@ use switchboard_flows::inbound;
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::idempotency::{self, Existing, KeyRef};
 use switchboard_store::inbox::{self, RetryPolicy};
-use switchboard_testing::{TestDb, TestPod, random_prefix, seed_member};
+use switchboard_testing::{
+    Org, TestApp, TestAppBuilder, TestDb, delivery, seed_item, seed_member, try_eventually,
+    wait_outbox,
+};
 use uuid::Uuid;
 
-const NO_AGENT: &str = "http://127.0.0.1:9";
-
-/// A pod that runs no jobs: the test runs them.
-async fn workerless(db: &TestDb, provider: &Provider, extra: &[(&str, &str)]) -> TestPod {
-    let mut vars = vec![("WORKER_CONCURRENCY", "0")];
-    vars.extend_from_slice(extra);
-    pod(db, &random_prefix(), provider, NO_AGENT, &vars).await
+/// Pods that run no jobs (the test runs them), their provider and an org.
+async fn workerless(builder: TestAppBuilder) -> (TestApp, Org) {
+    let app = builder.fake_provider().no_workers().build().await;
+    let org = app.org().await;
+    (app, org)
 }
 
 /// About 11 700 characters: three Telegram parts.
@@ -60,14 +58,12 @@ async fn execute(db: &TestDb, sql: &str, id: Uuid) {
 /// nothing and it sends no further part.
 #[tokio::test]
 async fn a_lost_lease_stops_the_remaining_parts_of_a_multi_part_reply() {
-    let db = TestDb::fresh().await;
-    let provider = Provider::start().await;
-    let a = workerless(&db, &provider, &[]).await;
-    let b = workerless(&db, &provider, &[]).await;
-    let org = org(&db, &a).await;
+    let (app, org) = workerless(TestApp::builder().pods(2)).await;
+    let (a, b, db, provider) = (app.pod(0), app.pod(1), &app.db, app.provider());
     let conn = org.conns["telegram"];
-    let item = seed_item(&db, org.id, "telegram", conn, telegram_reply_to()).await;
-    let outbox = release_ok(&a, &org.token, item, Some(&three_part_text())).await;
+    let item = seed_item(db, org.id, "telegram", conn, telegram_reply_to()).await;
+    let text = three_part_text();
+    let outbox = a.as_user(&org.token).release_ok(item, Some(&text)).await;
 
     let paused = a
         .server
@@ -82,7 +78,7 @@ async fn a_lost_lease_stops_the_remaining_parts_of_a_multi_part_reply() {
 
     // A stalls past its lease; B claims the row and delivers all three parts.
     let lapse = "UPDATE outbox SET locked_until = now() - interval '1 second' WHERE id = $1";
-    execute(&db, lapse, outbox).await;
+    execute(db, lapse, outbox).await;
     let by_b = dispatch::process(&b.server.state().flows, outbox)
         .await
         .unwrap();
@@ -97,7 +93,7 @@ async fn a_lost_lease_stops_the_remaining_parts_of_a_multi_part_reply() {
         4,
         "A sent no part after it found its lease taken over"
     );
-    let sent = delivery(&db, outbox).await;
+    let sent = delivery(db, outbox).await;
     assert_eq!(sent.outbox_status, "sent");
     assert_eq!(
         sent.parts.as_array().unwrap().len(),
@@ -111,13 +107,12 @@ async fn a_lost_lease_stops_the_remaining_parts_of_a_multi_part_reply() {
 /// tell from its own but by the lease id: no part after the first, nothing recorded by A.
 #[tokio::test]
 async fn a_run_whose_part_record_matches_nothing_sends_no_further_part() {
-    let db = TestDb::fresh().await;
-    let provider = Provider::start().await;
-    let a = workerless(&db, &provider, &[]).await;
-    let org = org(&db, &a).await;
+    let (app, org) = workerless(TestApp::builder()).await;
+    let (a, db, provider) = (app.pod(0), &app.db, app.provider());
     let conn = org.conns["telegram"];
-    let item = seed_item(&db, org.id, "telegram", conn, telegram_reply_to()).await;
-    let outbox = release_ok(&a, &org.token, item, Some(&three_part_text())).await;
+    let item = seed_item(db, org.id, "telegram", conn, telegram_reply_to()).await;
+    let text = three_part_text();
+    let outbox = a.as_user(&org.token).release_ok(item, Some(&text)).await;
 
     let faults = &a.server.state().flows.faults;
     let paused = faults.pause_dispatch(DispatchPoint::PartAccepted);
@@ -127,7 +122,7 @@ async fn a_run_whose_part_record_matches_nothing_sends_no_further_part() {
     // What another pod's claim writes.
     let take_over = "UPDATE outbox SET lease_id = gen_random_uuid(),
                             locked_until = now() + interval '1 hour' WHERE id = $1";
-    execute(&db, take_over, outbox).await;
+    execute(db, take_over, outbox).await;
     paused.resume();
 
     assert_eq!(job.await.unwrap().unwrap(), Outcome::LeaseLost);
@@ -136,7 +131,7 @@ async fn a_run_whose_part_record_matches_nothing_sends_no_further_part() {
         1,
         "no part after the first"
     );
-    let row = delivery(&db, outbox).await;
+    let row = delivery(db, outbox).await;
     assert_eq!(row.parts, json!([]), "the new holder's row is untouched");
     assert_eq!(row.outbox_status, "queued");
 }
@@ -145,13 +140,12 @@ async fn a_run_whose_part_record_matches_nothing_sends_no_further_part() {
 /// tried again and recorded, and the reply is sent once.
 #[tokio::test]
 async fn an_outcome_write_that_fails_once_is_retried_and_recorded() {
-    let db = TestDb::fresh().await;
-    let provider = Provider::start().await;
-    let pod = workerless(&db, &provider, &[]).await;
-    let org = org(&db, &pod).await;
+    let (app, org) = workerless(TestApp::builder()).await;
+    let (pod, db, provider) = (app.pod(0), &app.db, app.provider());
     let conn = org.conns["telegram"];
-    let item = seed_item(&db, org.id, "telegram", conn, telegram_reply_to()).await;
-    let outbox = release_ok(&pod, &org.token, item, Some(&three_part_text())).await;
+    let item = seed_item(db, org.id, "telegram", conn, telegram_reply_to()).await;
+    let text = three_part_text();
+    let outbox = pod.as_user(&org.token).release_ok(item, Some(&text)).await;
 
     let deps = &pod.server.state().flows;
     // The first part's record fails once; then the second part's record, then the outcome.
@@ -166,7 +160,7 @@ async fn an_outcome_write_that_fails_once_is_retried_and_recorded() {
         3,
         "each part sent once: none sent again for want of its record"
     );
-    let sent = delivery(&db, outbox).await;
+    let sent = delivery(db, outbox).await;
     assert_eq!(sent.outbox_status, "sent");
     assert_eq!(sent.parts.as_array().unwrap().len(), 3);
     assert_eq!(sent.delivery_status.as_deref(), Some("sent"));
@@ -176,12 +170,10 @@ async fn an_outcome_write_that_fails_once_is_retried_and_recorded() {
 /// before (and not never): the row is left to the sweeper with its lease.
 #[tokio::test]
 async fn a_fenced_write_that_keeps_failing_is_given_up_within_the_lease() {
-    let db = TestDb::fresh().await;
-    let provider = Provider::start().await;
-    let pod = workerless(&db, &provider, &[("OUTBOX_LEASE_SECS", "1")]).await;
-    let org = org(&db, &pod).await;
-    let item = seed_item(&db, org.id, "slack", org.conns["slack"], slack_reply_to()).await;
-    let outbox = release_ok(&pod, &org.token, item, None).await;
+    let (app, org) = workerless(TestApp::builder().env("OUTBOX_LEASE_SECS", "1")).await;
+    let (pod, db, provider) = (app.pod(0), &app.db, app.provider());
+    let item = seed_item(db, org.id, "slack", org.conns["slack"], slack_reply_to()).await;
+    let outbox = pod.as_user(&org.token).release_ok(item, None).await;
 
     let deps = &pod.server.state().flows;
     deps.faults.fail_dispatch_writes(u32::MAX);
@@ -195,7 +187,7 @@ async fn a_fenced_write_that_keeps_failing_is_given_up_within_the_lease() {
         "retried for about the lease (1 s), took {took:?}"
     );
     assert_eq!(provider.calls("slack").len(), 1);
-    let row = delivery(&db, outbox).await;
+    let row = delivery(db, outbox).await;
     assert_eq!(
         (row.outbox_status.as_str(), row.parts),
         ("queued", json!([]))
@@ -208,16 +200,16 @@ async fn a_fenced_write_that_keeps_failing_is_given_up_within_the_lease() {
 #[tokio::test]
 async fn an_undecryptable_secret_is_one_dead_letter_and_one_alert_without_a_retry_loop() {
     capture();
-    let db = TestDb::fresh().await;
-    let provider = Provider::start().await;
-    let fast = [
-        ("DEAD_LETTER_INTERVAL_MS", "200"),
-        ("DEAD_LETTER_BACKOFF_MS", "50"),
-    ];
-    let pod = pod(&db, &random_prefix(), &provider, NO_AGENT, &fast).await;
-    let org = org(&db, &pod).await;
+    let app = TestApp::builder()
+        .fake_provider()
+        .env("DEAD_LETTER_INTERVAL_MS", "200")
+        .env("DEAD_LETTER_BACKOFF_MS", "50")
+        .build()
+        .await;
+    let (pod, db, provider) = (app.pod(0), &app.db, app.provider());
+    let org = app.org().await;
     let conn = org.conns["slack"];
-    let item = seed_item(&db, org.id, "slack", conn, slack_reply_to()).await;
+    let item = seed_item(db, org.id, "slack", conn, slack_reply_to()).await;
     // The secrets as another master key sealed them (a key rotated without re-encrypting).
     let foreign = SecretCipher::new(&[9u8; 32])
         .seal(conn, br#"{"bot_token": "xoxb-1", "signing_secret": "s"}"#)
@@ -229,9 +221,9 @@ async fn an_undecryptable_secret_is_one_dead_letter_and_one_alert_without_a_retr
         .execute(&pool)
         .await
         .unwrap();
-    let outbox = release_ok(&pod, &org.token, item, None).await;
+    let outbox = pod.as_user(&org.token).release_ok(item, None).await;
 
-    let dead = wait_outbox(&db, outbox, "dead").await;
+    let dead = wait_outbox(db, outbox, "dead").await;
     assert_eq!(dead.delivery_status.as_deref(), Some("dead"));
     // The alert is claimed by the statement after the one that made the row dead.
     let alerted = "SELECT count(*) FROM channel_failures WHERE alerted_at IS NOT NULL";
@@ -282,19 +274,15 @@ async fn an_undecryptable_secret_is_one_dead_letter_and_one_alert_without_a_retr
 /// Waits (10 s at most) until dead letter `failure` has had `want` alerts: the alert is
 /// logged just after its claim commits.
 async fn wait_alerts(failure: Uuid, want: usize) {
-    for _ in 0..100 {
-        if alerts_for(failure) >= want {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let raised = || async { (alerts_for(failure) >= want).then_some(()) };
+    try_eventually(Duration::from_secs(10), raised).await;
     assert_eq!(alerts_for(failure), want);
 }
 
 /// An inbox event as the webhook path stores it, due at once.
-async fn event(db: &TestDb, pod: &TestPod) -> Uuid {
-    let (org, conns) = crate::inbound_support::connections(db, pod).await;
-    let slack: Uuid = conns[0].1.parse().unwrap();
+async fn event(app: &TestApp) -> Uuid {
+    let org = app.org().await;
+    let (db, org, slack) = (&app.db, org.id, org.conns["slack"]);
     let payload = json!({"message": {"customer_external_id": "U9", "customer_name": null,
         "text": "hello", "channel_message_id": format!("{slack}:C1:1"),
         "reply_to": {"channel": "C1"}}, "raw": {}});
@@ -337,23 +325,16 @@ async fn inbox_state(pool: &sqlx::PgPool, id: Uuid) -> InboxState {
 /// holder; the new holder's own renewal and failure apply.
 #[tokio::test]
 async fn inbox_renew_and_record_failure_by_a_former_holder_change_nothing() {
-    let db = TestDb::fresh().await;
-    let agent = crate::inbound_support::agent().await;
-    let pod = crate::inbound_support::pod_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[("WORKER_CONCURRENCY", "0")],
-    )
-    .await;
-    let id = event(&db, &pod).await;
-    let pool = db.pool().await;
+    let app = TestApp::builder().fake_agent().no_workers().build().await;
+    let id = event(&app).await;
+    let pool = app.db.pool().await;
     let lease = Duration::from_secs(30);
     let policy = RetryPolicy {
         max_attempts: 1,
-        base: Duration::from_secs(60),
-        max_wait: Duration::from_secs(600),
+        backoff: switchboard_domain::backoff::Backoff::new(
+            Duration::from_secs(60),
+            Duration::from_secs(600),
+        ),
     };
 
     let first = inbox::claim_many(&pool, &[id], lease).await.unwrap();
@@ -395,18 +376,9 @@ async fn inbox_renew_and_record_failure_by_a_former_holder_change_nothing() {
 /// its job; once the time has come it is.
 #[tokio::test]
 async fn the_inbox_claim_skips_events_whose_retry_time_is_ahead() {
-    let db = TestDb::fresh().await;
-    let agent = crate::inbound_support::agent().await;
-    let pod = crate::inbound_support::pod_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[("WORKER_CONCURRENCY", "0")],
-    )
-    .await;
-    let id = event(&db, &pod).await;
-    let pool = db.pool().await;
+    let app = TestApp::builder().fake_agent().no_workers().build().await;
+    let id = event(&app).await;
+    let pool = app.db.pool().await;
     sqlx::query(
         "UPDATE inbound_events SET attempts = 1, last_error = 'agent away',
                 retry_at = now() + interval '1 hour' WHERE id = $1",
@@ -425,7 +397,7 @@ async fn the_inbox_claim_skips_events_whose_retry_time_is_ahead() {
             .is_empty()
     );
     // The job a queue push runs.
-    let deps = &pod.server.state().flows;
+    let deps = &app.pod(0).server.state().flows;
     assert_eq!(
         inbound::process(deps, id).await.unwrap(),
         inbound::Outcome::Waiting
@@ -454,12 +426,8 @@ async fn the_inbox_claim_skips_events_whose_retry_time_is_ahead() {
 async fn idempotency_complete_and_release_by_a_stale_claimer_change_nothing() {
     let db = TestDb::fresh().await;
     let (org_id, email, _) = seed_member(&db, None, Role::Admin).await;
+    let user_id = switchboard_testing::user_id(&db, &email).await;
     let pool = db.pool().await;
-    let user_id: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
-        .bind(&email)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
     let key = KeyRef {
         org_id,
         user_id,
@@ -520,12 +488,8 @@ async fn idempotency_complete_and_release_by_a_stale_claimer_change_nothing() {
 async fn a_stale_claimers_answer_is_refused_as_in_progress() {
     let db = TestDb::fresh().await;
     let (org_id, email, _) = seed_member(&db, None, Role::Admin).await;
+    let user_id = switchboard_testing::user_id(&db, &email).await;
     let pool = db.pool().await;
-    let user_id: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
-        .bind(&email)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
     let request = || async {
         let req = axum::http::Request::post("/expert-queue/x/release")
             .header("idempotency-key", "k-1")
@@ -607,11 +571,9 @@ async fn release_with_key(
 /// answer is the key's.
 #[tokio::test]
 async fn a_release_whose_key_was_taken_over_rolls_back_and_the_retry_answers() {
-    let db = TestDb::fresh().await;
-    let provider = Provider::start().await;
-    let pod = workerless(&db, &provider, &[]).await;
-    let org = org(&db, &pod).await;
-    let item = seed_item(&db, org.id, "slack", org.conns["slack"], slack_reply_to()).await;
+    let (app, org) = workerless(TestApp::builder()).await;
+    let (pod, db) = (app.pod(0), &app.db);
+    let item = seed_item(db, org.id, "slack", org.conns["slack"], slack_reply_to()).await;
     let url = pod.url(&format!("/expert-queue/{item}/release"));
     let send = || release_with_key(pod.client.clone(), url.clone(), org.token.clone(), "k-1");
 

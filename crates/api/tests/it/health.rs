@@ -1,90 +1,49 @@
-use serde_json::Value;
 use std::time::{Duration, Instant};
-use switchboard_testing::{RedisServer, TestDb, TestPod, random_prefix};
+use switchboard_testing::{RedisServer, TestApp, TestPod};
 
 #[tokio::test]
 async fn ready_turns_503_naming_redis_when_redis_stops_and_recovers() {
-    let db = TestDb::fresh().await;
     let mut redis = RedisServer::start().await;
-    let pod = TestPod::start_with(&db, &redis.url(), &random_prefix(), |_| {}).await;
-
-    let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
+    let app = TestApp::builder().redis(&redis.url()).build().await;
+    let pod = app.pod(0);
+    assert_eq!(pod.status("/ready").await, 200);
 
     // The answer above is served again for up to a second; the next one runs the checks.
     redis.stop();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let started = Instant::now();
-    let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
+    let (status, body) = pod.ready().await;
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "checks have short timeouts"
     );
-    assert_eq!(r.status(), 503);
-    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 503);
     assert_eq!(body["checks"]["redis"]["ok"], false, "{body}");
     assert_eq!(body["checks"]["postgres"]["ok"], true, "{body}");
     // Liveness does not depend on Redis.
-    let r = pod.client.get(pod.url("/health")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(pod.status("/health").await, 200);
 
     redis.restart().await;
-    let mut last = 0;
-    for _ in 0..50 {
-        last = pod
-            .client
-            .get(pod.url("/ready"))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16();
-        if last == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(last, 200, "readiness recovers once Redis is back");
+    pod.wait_ready().await;
 }
 
 #[tokio::test]
 async fn ready_is_503_while_draining_then_the_listener_closes() {
-    let db = TestDb::fresh().await;
-    let pod = TestPod::start_with(
-        &db,
-        &switchboard_testing::redis_url(),
-        &random_prefix(),
-        |v| {
-            v.insert("DRAIN_DELAY_MS".into(), "800".into());
-        },
-    )
-    .await;
-    assert_eq!(
-        pod.client
-            .get(pod.url("/ready"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let app = TestApp::builder()
+        .env("DRAIN_DELAY_MS", "800")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    assert_eq!(pod.status("/ready").await, 200);
     pod.server.begin_shutdown();
-    let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
-    assert_eq!(r.status(), 503);
-    let body: Value = r.json().await.unwrap();
+    let (status, body) = pod.ready().await;
+    assert_eq!(status, 503);
     assert_eq!(body["draining"], true);
     // Still serving during the drain delay.
-    assert_eq!(
-        pod.client
-            .get(pod.url("/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(pod.status("/health").await, 200);
     let url = pod.url("/health");
-    let TestPod { server, .. } = pod;
+    let TestApp { mut pods, .. } = app;
+    let TestPod { server, .. } = pods.remove(0);
     tokio::time::timeout(Duration::from_secs(10), server.wait())
         .await
         .expect("stops within the budget")
@@ -96,11 +55,7 @@ async fn ready_is_503_while_draining_then_the_listener_closes() {
 #[tokio::test]
 async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
     let (pod, db) = TestPod::single().await;
-    let ready = || async {
-        let r = pod.client.get(pod.url("/ready")).send().await.unwrap();
-        (r.status().as_u16(), r.json::<Value>().await.unwrap())
-    };
-    assert_eq!(ready().await.0, 200, "the pool holds a live connection");
+    assert_eq!(pod.ready().await.0, 200, "the pool holds a live connection");
 
     // Postgres restarts or an operator terminates the pod's sessions while they sit idle.
     tokio::time::sleep(switchboard_store::IDLE_CHECK_AFTER + Duration::from_millis(300)).await;
@@ -114,7 +69,7 @@ async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
     .unwrap();
     assert!(killed >= 1, "the pod had pooled sessions");
 
-    let (status, body) = ready().await;
+    let (status, body) = pod.ready().await;
     assert_eq!(
         status, 200,
         "the dead session is checked and replaced: {body}"
@@ -126,15 +81,7 @@ async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
 async fn ready_runs_its_checks_at_most_once_a_second() {
     let (pod, _db) = TestPod::single().await;
     let probe = || async {
-        let body: Value = pod
-            .client
-            .get(pod.url("/ready"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, body) = pod.ready().await;
         body["checked_at"].as_str().unwrap().to_owned()
     };
     let first = probe().await;

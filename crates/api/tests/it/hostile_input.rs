@@ -1,30 +1,24 @@
 //! Hostile input is bounded: CPU-heavy parsing stays off the async threads, slow clients
 //! are cut off without holding the drain, and unauthenticated requests cost nothing shared.
 
-use crate::inbound_support::{agent, connections, pod_with, send};
 use std::time::{Duration, Instant};
-use switchboard_testing::signing;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url};
+use switchboard_testing::signing::{self, SLACK_SECRET, WHSEC};
+use switchboard_testing::{TestApp, TestDb, TestPod, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// An email whose HTML body is 1 MiB of `<style></style>` (minutes of work for a quadratic
 /// converter) is accepted, and `/health` keeps answering while it is parsed.
 #[tokio::test]
 async fn a_megabyte_of_style_tags_never_stalls_the_pod() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let p = pod_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[("BODY_LIMIT_BYTES", "4194304"), ("WORKER_CONCURRENCY", "0")],
-    )
-    .await;
-    let (_, conns) = connections(&db, &p).await;
+    let app = TestApp::builder()
+        .fake_agent()
+        .env("BODY_LIMIT_BYTES", "4194304")
+        .no_workers()
+        .build()
+        .await;
+    let p = app.pod(0);
+    let path = app.org().await.webhook("email");
     let body = serde_json::to_vec(&serde_json::json!({
         "type": "email.received", "created_at": "2026-11-29T10:00:00Z",
         "data": {"email_id": "em_style", "from": "Eve <eve@example.test>", "to": ["support@example.test"],
@@ -34,8 +28,7 @@ async fn a_megabyte_of_style_tags_never_stalls_the_pod() {
     .unwrap();
     let signed =
         signing::standard_webhook(WHSEC, "msg_style", chrono::Utc::now().timestamp(), body);
-    let path = format!("/webhooks/email/{}", conns[3].1);
-    let webhook = send(&p, &path, &signed);
+    let webhook = p.send_webhook(&path, &signed);
     let health = async {
         let mut slowest = Duration::ZERO;
         for _ in 0..10 {
@@ -62,20 +55,17 @@ async fn a_megabyte_of_style_tags_never_stalls_the_pod() {
     );
 }
 
-async fn timeouts_pod(db: &TestDb) -> TestPod {
-    let agent = agent().await;
-    pod_with(
-        db,
-        &redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[
-            ("HTTP_HEADER_TIMEOUT_MS", "1000"),
-            ("HTTP_BODY_TIMEOUT_MS", "1000"),
-            ("HTTP_REQUEST_TIMEOUT_MS", "3000"),
-        ],
-    )
-    .await
+/// A pod that cuts slow clients off within seconds, and the path of its Slack webhook.
+async fn timeouts_pod() -> (TestApp, String) {
+    let app = TestApp::builder()
+        .fake_agent()
+        .env("HTTP_HEADER_TIMEOUT_MS", "1000")
+        .env("HTTP_BODY_TIMEOUT_MS", "1000")
+        .env("HTTP_REQUEST_TIMEOUT_MS", "3000")
+        .build()
+        .await;
+    let path = app.org().await.webhook("slack");
+    (app, path)
 }
 
 /// Sends `head` one byte every 200 ms until the server closes the connection (or 8 s pass);
@@ -131,9 +121,12 @@ async fn endless_body(addr: std::net::SocketAddr, path: &str) -> (String, Durati
 
 #[tokio::test]
 async fn a_client_sending_headers_one_byte_at_a_time_is_cut_off() {
-    let db = TestDb::fresh().await;
-    let p = timeouts_pod(&db).await;
-    let kept = trickle_headers(p.server.local_addr(), b"GET /health HTTP/1.1\r\nx-slow: ").await;
+    let (app, _) = timeouts_pod().await;
+    let kept = trickle_headers(
+        app.pod(0).server.local_addr(),
+        b"GET /health HTTP/1.1\r\nx-slow: ",
+    )
+    .await;
     assert!(
         kept < Duration::from_secs(3),
         "the connection stayed open {kept:?}"
@@ -142,14 +135,8 @@ async fn a_client_sending_headers_one_byte_at_a_time_is_cut_off() {
 
 #[tokio::test]
 async fn a_chunked_body_that_never_ends_is_cut_off() {
-    let db = TestDb::fresh().await;
-    let p = timeouts_pod(&db).await;
-    let (_, conns) = connections(&db, &p).await;
-    let (line, took) = endless_body(
-        p.server.local_addr(),
-        &format!("/webhooks/slack/{}", conns[0].1),
-    )
-    .await;
+    let (app, path) = timeouts_pod().await;
+    let (line, took) = endless_body(app.pod(0).server.local_addr(), &path).await;
     assert!(line.contains("408"), "answered {line:?} after {took:?}");
     assert!(took < Duration::from_secs(3), "{took:?}");
 }
@@ -157,16 +144,15 @@ async fn a_chunked_body_that_never_ends_is_cut_off() {
 /// Neither kind of slow client holds a pod that is shutting down.
 #[tokio::test]
 async fn slow_clients_do_not_hold_the_drain() {
-    let db = TestDb::fresh().await;
-    let p = timeouts_pod(&db).await;
-    let (_, conns) = connections(&db, &p).await;
+    let (mut app, path) = timeouts_pod().await;
+    let p = app.pods.remove(0);
     let addr = p.server.local_addr();
     let slow_head =
         tokio::spawn(
             async move { trickle_headers(addr, b"GET /health HTTP/1.1\r\nx-slow: ").await },
         );
-    let path = format!("/webhooks/slack/{}", conns[0].1);
     let slow_body = tokio::spawn(async move { endless_body(addr, &path).await });
+    // The slow clients get going (the server shows no sign of having accepted them).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     p.server.begin_shutdown();
@@ -186,47 +172,32 @@ async fn slow_clients_do_not_hold_the_drain() {
 /// flight), and an unknown connection id is looked up in Postgres once, not per request.
 #[tokio::test]
 async fn unauthenticated_webhooks_cost_nothing_shared() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let p = pod_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[("ACCEPT_PRIORITY_IN_FLIGHT", "1")],
-    )
-    .await;
-    let (org, conns) = connections(&db, &p).await;
-    tokio::time::sleep(switchboard_flows::pressure::CALM_AFTER).await;
-    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let app = TestApp::builder()
+        .fake_agent()
+        .env("ACCEPT_PRIORITY_IN_FLIGHT", "1")
+        .build()
+        .await;
+    let (p, db) = (app.pod(0), &app.db);
+    let org = app.org().await;
+    let (path, org) = (org.webhook("slack"), org.id);
+    let load = &p.server.state().flows.load;
+    let calm = || async { (!load.busy()).then_some(()) };
+    eventually("the pod is calm", Duration::from_secs(5), calm).await;
     let forged = signing::slack("wrong-secret", "EvForged", "U1", "1700000000.000001", "hi");
     for _ in 0..10 {
-        assert_eq!(send(&p, &path, &forged).await.0, 401);
+        assert_eq!(p.send_webhook(&path, &forged).await.0, 401);
     }
-    assert!(
-        !p.server.state().flows.load.busy(),
-        "forged webhooks made the workers give way"
-    );
+    assert!(!load.busy(), "forged webhooks made the workers give way");
 
     // The cache must be live (subscribed) to remember anything; a known id proves it.
-    let good = signing::slack(
-        "slack-signing-secret",
-        "EvOk",
-        "U1",
-        "1700000000.000002",
-        "hi",
-    );
-    assert_eq!(send(&p, &path, &good).await.0, 200);
+    let good = signing::slack(SLACK_SECRET, "EvOk", "U1", "1700000000.000002", "hi");
+    assert_eq!(p.send_webhook(&path, &good).await.0, 200);
     let cache = &p.server.state().connections;
     let unknown = uuid::Uuid::new_v4();
     let before = cache.queries();
     for _ in 0..20 {
-        assert_eq!(
-            send(&p, &format!("/webhooks/slack/{unknown}"), &forged)
-                .await
-                .0,
-            404
-        );
+        let unknown_path = format!("/webhooks/slack/{unknown}");
+        assert_eq!(p.send_webhook(&unknown_path, &forged).await.0, 404);
     }
     assert_eq!(
         cache.queries() - before,
@@ -262,19 +233,9 @@ async fn unauthenticated_webhooks_cost_nothing_shared() {
     .await
     .unwrap();
     cache.invalidate(unknown).await;
-    let late = signing::slack(
-        "slack-signing-secret",
-        "EvLate",
-        "U1",
-        "1700000000.000003",
-        "hi",
-    );
-    assert_eq!(
-        send(&p, &format!("/webhooks/slack/{unknown}"), &late)
-            .await
-            .0,
-        200
-    );
+    let late = signing::slack(SLACK_SECRET, "EvLate", "U1", "1700000000.000003", "hi");
+    let unknown_path = format!("/webhooks/slack/{unknown}");
+    assert_eq!(p.send_webhook(&unknown_path, &late).await.0, 200);
 }
 
 /// A client's `X-Request-Id` is kept only when short and plain: a long or odd one is replaced

@@ -1,13 +1,13 @@
 //! The inbound job's batched statements: many jobs' events stored by one statement must
 //! come out exactly as if each had run alone.
 
-use crate::inbound_support::{agent, connections, count, pod, pod_with, send, wait_for_count};
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::InboxMessage;
 use switchboard_flows::inbound::{Batches, DraftRow, JobError, MessageRow, StoredMessage};
-use switchboard_testing::{TestDb, random_prefix, redis_url, signing};
+use switchboard_testing::TestApp;
+use switchboard_testing::signing::{SLACK_SECRET, slack};
 use uuid::Uuid;
 
 fn message_row(org: Uuid, connection: Uuid, customer: &str, id: &str, text: &str) -> MessageRow {
@@ -50,11 +50,10 @@ fn draft_row(org: Uuid, stored: &StoredMessage, text: &str) -> DraftRow {
 /// an event stored again is recognised, and a row Postgres refuses fails alone.
 #[tokio::test]
 async fn batched_messages_and_drafts_come_out_as_if_run_alone() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let a = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
-    let (org, conns) = connections(&db, &a).await;
-    let slack: Uuid = conns[0].1.parse().unwrap();
+    let app = TestApp::builder().fake_agent().build().await;
+    let db = &app.db;
+    let org = app.org().await;
+    let (org, slack) = (org.id, org.conns["slack"]);
     let batches = Batches::start(db.pool().await, Duration::from_secs(30));
 
     let rows: Vec<MessageRow> = (0..12)
@@ -124,9 +123,9 @@ async fn batched_messages_and_drafts_come_out_as_if_run_alone() {
         "one draft per message"
     );
 
-    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 13);
-    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 12);
-    assert_eq!(count(&db, "SELECT count(*) FROM customers").await, 7);
+    assert_eq!(db.count("SELECT count(*) FROM messages").await, 13);
+    assert_eq!(db.count("SELECT count(*) FROM drafts").await, 12);
+    assert_eq!(db.count("SELECT count(*) FROM customers").await, 7);
     let pool = db.pool().await;
     let conversations: Vec<(String, Value, i32)> = sqlx::query_as(
         "SELECT cu.external_id, c.agent_context -> 'history_summary', q.version
@@ -178,25 +177,19 @@ async fn batched_messages_and_drafts_come_out_as_if_run_alone() {
 /// exactly its own messages, with one queue item advanced by each draft.
 #[tokio::test]
 async fn a_backlog_of_many_customers_drains_through_batches() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let prefix = random_prefix();
-    let accept = pod_with(
-        &db,
-        &redis_url(),
-        &prefix,
-        &agent.uri(),
-        &[("WORKER_CONCURRENCY", "0")],
-    )
-    .await;
-    let (_, conns) = connections(&db, &accept).await;
-    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let mut app = TestApp::builder()
+        .fake_agent()
+        .pod_env(0, "WORKER_CONCURRENCY", "0")
+        .build()
+        .await;
+    let path = app.org().await.webhook("slack");
+    let accept = app.pod(0);
     // Four messages each from eight customers, one customer's messages one after another.
     for round in 0..4 {
         let sends: Vec<_> = (0..8)
             .map(|c| {
-                signing::slack(
-                    "slack-signing-secret",
+                slack(
+                    SLACK_SECRET,
                     &format!("EvB{c}-{round}"),
                     &format!("UB{c}"),
                     &format!("1700000100.{c:03}{round:03}"),
@@ -205,31 +198,18 @@ async fn a_backlog_of_many_customers_drains_through_batches() {
             })
             .collect();
         for (status, body) in
-            futures::future::join_all(sends.iter().map(|s| send(&accept, &path, s))).await
+            futures::future::join_all(sends.iter().map(|s| accept.send_webhook(&path, s))).await
         {
             assert_eq!(status, 200, "{body}");
         }
     }
-    assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL"
-        )
-        .await,
-        32
-    );
-    let _workers = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-    assert_eq!(
-        wait_for_count(
-            &db,
-            "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL",
-            0
-        )
-        .await,
-        0
-    );
-    assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 32);
-    assert_eq!(count(&db, "SELECT count(*) FROM drafts").await, 32);
+    let unprocessed = "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL";
+    assert_eq!(app.db.count(unprocessed).await, 32);
+    app.start_pod(&[]).await;
+    let db = &app.db;
+    assert_eq!(db.wait_for_count(unprocessed, 0).await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM messages").await, 32);
+    assert_eq!(db.count("SELECT count(*) FROM drafts").await, 32);
     let pool = db.pool().await;
     let histories: Vec<(String, Vec<String>, i32)> = sqlx::query_as(
         "SELECT cu.external_id,

@@ -1,52 +1,43 @@
 //! No crash window loses an event: a Redis claim never hides an event Postgres lacks, a
 //! restarting Postgres answers 503, and one unstorable row never fails its batch.
 
-use crate::inbound_support::{agent, connections, count, pod, send, wait_for_count};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use switchboard_testing::signing;
-use switchboard_testing::{TestDb, random_prefix, redis_url};
+use switchboard_domain::Role;
+use switchboard_testing::signing::{self, SLACK_SECRET, TELEGRAM_SECRET};
+use switchboard_testing::{TestApp, TestDb, try_eventually_every};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 fn slack(event_id: &str, ts: &str, text: &str) -> signing::Signed {
-    signing::slack("slack-signing-secret", event_id, "U7", ts, text)
+    signing::slack(SLACK_SECRET, event_id, "U7", ts, text)
 }
 
 /// The pod stops between its dedup claim and its commit (as if killed there); the provider's
 /// retry must be stored and processed, not answered "duplicate" with nothing stored.
 #[tokio::test]
 async fn a_crash_between_the_claim_and_the_commit_loses_nothing() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let p = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
-    let (_, conns) = connections(&db, &p).await;
-    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let app = TestApp::builder().fake_agent().build().await;
+    let (p, db) = (app.pod(0), &app.db);
+    let path = app.org().await.webhook("slack");
     let webhook = slack("EvCrash1", "1700000100.000001", "are you there?");
 
     p.server.state().intake.crash_after_claim(true);
-    let (status, body) = send(&p, &path, &webhook).await;
+    let (status, body) = p.send_webhook(&path, &webhook).await;
     assert_ne!(status, 200, "nothing was committed: {body}");
-    assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM inbound_events").await, 0);
 
     p.server.state().intake.crash_after_claim(false);
-    let (status, body) = send(&p, &path, &webhook).await;
+    let (status, body) = p.send_webhook(&path, &webhook).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("accepted"), "the retry is stored: {body}");
-    assert_eq!(
-        wait_for_count(
-            &db,
-            "SELECT count(*) FROM messages WHERE body = 'are you there?'",
-            1
-        )
-        .await,
-        1
-    );
+    let stored = "SELECT count(*) FROM messages WHERE body = 'are you there?'";
+    assert_eq!(db.wait_for_count(stored, 1).await, 1);
     // And now it is a duplicate, answered from the promoted key.
-    let (status, body) = send(&p, &path, &webhook).await;
+    let (status, body) = p.send_webhook(&path, &webhook).await;
     assert_eq!((status, body.contains("duplicate")), (200, true), "{body}");
-    assert_eq!(count(&db, "SELECT count(*) FROM inbound_events").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM inbound_events").await, 1);
 }
 
 /// A Postgres wire-protocol proxy that can play "restarting": it cuts every open connection
@@ -146,47 +137,40 @@ async fn a_restarting_postgres_answers_503_never_500() {
         direct_url: db.direct_url.clone(),
         name: db.name.clone(),
     };
-    let agent = agent().await;
-    let p = pod(&proxied, &redis_url(), &random_prefix(), &agent.uri()).await;
-    let (org, conns) = connections(&db, &p).await;
-    let (_, email, password) =
-        switchboard_testing::seed_member(&db, Some(org), switchboard_domain::Role::Expert).await;
-    let token = p.login(&email, &password).await;
-    let slack_path = format!("/webhooks/slack/{}", conns[0].1);
-    let (status, _) = send(&p, &slack_path, &slack("EvPg1", "1700000200.000001", "one")).await;
+    let app = TestApp::builder().db(proxied).fake_agent().build().await;
+    let p = app.pod(0);
+    let org = app.org().await;
+    let expert = app.member(Some(org.id), Role::Expert).await;
+    let slack_path = org.webhook("slack");
+    let (status, _) = p
+        .send_webhook(&slack_path, &slack("EvPg1", "1700000200.000001", "one"))
+        .await;
     assert_eq!(status, 200, "the connection is cached now");
 
     proxy.restart(true);
     // A cached connection: the commit fails. An uncached one: the lookup fails.
-    let telegram_path = format!("/webhooks/telegram/{}", conns[2].1);
-    let tg = signing::telegram("tg-secret-0123456789", 9001, 9001, "two");
+    let telegram_path = org.webhook("telegram");
+    let tg = signing::telegram(TELEGRAM_SECRET, 9001, 9001, "two");
     let two = slack("EvPg2", "1700000200.000002", "two");
-    let (cached, uncached) =
-        tokio::join!(send(&p, &slack_path, &two), send(&p, &telegram_path, &tg),);
+    let (cached, uncached) = tokio::join!(
+        p.send_webhook(&slack_path, &two),
+        p.send_webhook(&telegram_path, &tg),
+    );
     for (status, body) in [cached, uncached] {
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("dependency_unavailable"), "{body}");
     }
-    let rest = p
-        .client
-        .get(p.url("/expert-queue"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rest.status(), 503, "REST too: {:?}", rest.text().await);
+    let (status, body) = p.as_user(&expert.token).get("/expert-queue").await;
+    assert_eq!(status, 503, "REST too: {body}");
 
     proxy.restart(false);
-    let mut status = 0;
-    for _ in 0..20 {
-        status = send(&p, &telegram_path, &tg).await.0;
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    assert_eq!(
-        status, 200,
+    // Retried as a provider retries, a few times a second.
+    let retry = || async { (p.send_webhook(&telegram_path, &tg).await.0 == 200).then_some(()) };
+    let every = Duration::from_millis(250);
+    assert!(
+        try_eventually_every(Duration::from_secs(5), every, retry)
+            .await
+            .is_some(),
         "the provider's retry is stored once Postgres is back"
     );
 }
@@ -195,11 +179,9 @@ async fn a_restarting_postgres_answers_503_never_500() {
 /// and never takes the other webhooks of its batch down with it.
 #[tokio::test]
 async fn a_nul_in_one_event_fails_neither_it_nor_its_batch() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let p = pod(&db, &redis_url(), &random_prefix(), &agent.uri()).await;
-    let (_, conns) = connections(&db, &p).await;
-    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let app = TestApp::builder().fake_agent().build().await;
+    let (p, db) = (app.pod(0), &app.db);
+    let path = app.org().await.webhook("slack");
     let mut signed = vec![slack("EvNul", "1700000300.000000", "bad\u{0}byte")];
     assert!(String::from_utf8_lossy(&signed[0].body).contains("\\u0000"));
     for i in 1..=20 {
@@ -209,16 +191,17 @@ async fn a_nul_in_one_event_fails_neither_it_nor_its_batch() {
             &format!("good {i}"),
         ));
     }
-    let answers = futures::future::join_all(signed.iter().map(|s| send(&p, &path, s))).await;
+    let answers = futures::future::join_all(signed.iter().map(|s| p.send_webhook(&path, s))).await;
     for (status, body) in &answers {
         assert_eq!(*status, 200, "{body}");
     }
     assert_eq!(
-        wait_for_count(&db, "SELECT count(*) FROM messages", 21).await,
+        db.wait_for_count("SELECT count(*) FROM messages", 21).await,
         21
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM messages WHERE body = 'badbyte'").await,
+        db.count("SELECT count(*) FROM messages WHERE body = 'badbyte'")
+            .await,
         1,
         "stored without the NUL"
     );

@@ -1,10 +1,9 @@
 //! Poison events are parked (not retried for ever, not in the sweeper's way), visible and
 //! replayable by org admins; processed events are pruned after their retention.
 
-use crate::inbound_support::{agent, connections, count, pod_with, wait_for_count};
 use serde_json::{Value, json};
 use switchboard_domain::Role;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::{TestApp, TestDb, User};
 use uuid::Uuid;
 
 /// Inserts an event as the webhook path would have, received `age` ago, with no job queued
@@ -40,55 +39,35 @@ fn message(conn: Uuid, id: &str, text: &str) -> Value {
         "raw": {"event_id": id}})
 }
 
-async fn get(pod: &TestPod, token: &str, path: &str) -> (u16, Value) {
-    let r = pod
-        .client
-        .get(pod.url(path))
-        .bearer_auth(token)
-        .send()
+/// `POST /inbound-events/{id}/replay` as `user`.
+async fn replay(user: User<'_>, id: Uuid) -> (u16, Value) {
+    user.post_empty(&format!("/inbound-events/{id}/replay"))
         .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-async fn replay(pod: &TestPod, token: &str, id: Uuid) -> (u16, Value) {
-    let r = pod
-        .client
-        .post(pod.url(&format!("/inbound-events/{id}/replay")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
 /// More failing events than the sweeper takes per slot, all older than a lost good one:
 /// they are parked after their attempts, and the lost event behind them is processed.
 #[tokio::test]
 async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_sweeper() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let p = pod_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[
-            ("INBOX_MAX_ATTEMPTS", "2"),
-            ("INBOX_RETRY_BASE_SECS", "0"),
-            ("INBOX_SWEEP_BATCH", "3"),
-        ],
-    )
-    .await;
-    let (org, conns) = connections(&db, &p).await;
-    let conn: Uuid = conns[0].1.parse().unwrap();
+    let app = TestApp::builder()
+        .fake_agent()
+        .env("INBOX_MAX_ATTEMPTS", "2")
+        .env("INBOX_RETRY_BASE_SECS", "0")
+        .env("INBOX_SWEEP_BATCH", "3")
+        .build()
+        .await;
+    let (p, db) = (app.pod(0), &app.db);
+    let (org, conn) = {
+        let org = app.org().await;
+        (org.id, org.conns["slack"])
+    };
     let mut poison = Vec::new();
     for i in 0..4 {
         let broken = json!({"message": 5, "raw": {"n": i}});
-        poison.push(lost_event(&db, org, conn, &format!("P{i}"), broken, "1 hour").await);
+        poison.push(lost_event(db, org, conn, &format!("P{i}"), broken, "1 hour").await);
     }
     let lost = lost_event(
-        &db,
+        db,
         org,
         conn,
         "L1",
@@ -97,22 +76,11 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
     )
     .await;
 
+    let parked = "SELECT count(*) FROM inbound_events WHERE parked_at IS NOT NULL";
+    assert_eq!(db.wait_for_count(parked, 4).await, 4);
+    let found = "SELECT count(*) FROM messages WHERE body = 'still here?'";
     assert_eq!(
-        wait_for_count(
-            &db,
-            "SELECT count(*) FROM inbound_events WHERE parked_at IS NOT NULL",
-            4
-        )
-        .await,
-        4
-    );
-    assert_eq!(
-        wait_for_count(
-            &db,
-            "SELECT count(*) FROM messages WHERE body = 'still here?'",
-            1
-        )
-        .await,
+        db.wait_for_count(found, 1).await,
         1,
         "the lost event behind the poison ones is processed"
     );
@@ -126,15 +94,7 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
         [2, 2, 2, 2],
         "parked after the cap, not retried further"
     );
-    let metrics = p
-        .client
-        .get(p.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = p.metrics().await;
     let parked_total: f64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("inbox_events_parked_total "))
@@ -150,14 +110,18 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
     );
 
     // The admin endpoints: list by state, inspect, replay; org-scoped and admin only.
-    let (_, admin_email, pw) = seed_member(&db, Some(org), Role::Admin).await;
-    let admin = p.login(&admin_email, &pw).await;
-    let (_, expert_email, pw) = seed_member(&db, Some(org), Role::Expert).await;
-    let expert = p.login(&expert_email, &pw).await;
-    let (_, other_email, pw) = seed_member(&db, None, Role::Admin).await;
-    let other = p.login(&other_email, &pw).await;
+    let admin_token = app.member(Some(org), Role::Admin).await.token;
+    let expert_token = app.member(Some(org), Role::Expert).await.token;
+    let other_token = app.member(None, Role::Admin).await.token;
+    let (admin, expert, other) = (
+        p.as_user(&admin_token),
+        p.as_user(&expert_token),
+        p.as_user(&other_token),
+    );
 
-    let (status, page) = get(&p, &admin, "/inbound-events?status=parked&channel=slack").await;
+    let (status, page) = admin
+        .get("/inbound-events?status=parked&channel=slack")
+        .await;
     assert_eq!(status, 200, "{page}");
     let items = page["items"].as_array().unwrap();
     assert_eq!(items.len(), 4, "{page}");
@@ -174,7 +138,7 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
         "{page}"
     );
 
-    let (status, detail) = get(&p, &admin, &format!("/inbound-events/{lost}")).await;
+    let (status, detail) = admin.get(&format!("/inbound-events/{lost}")).await;
     assert_eq!(status, 200, "{detail}");
     assert_eq!(detail["status"], "processed");
     assert_eq!(detail["payload"]["message"]["text"], "still here?");
@@ -186,7 +150,7 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
     // Pages of 2 cover all 5 events once, newest first.
     let (mut seen, mut cursor) = (Vec::new(), String::new());
     loop {
-        let (status, page) = get(&p, &admin, &format!("/inbound-events?limit=2{cursor}")).await;
+        let (status, page) = admin.get(&format!("/inbound-events?limit=2{cursor}")).await;
         assert_eq!(status, 200, "{page}");
         seen.extend(
             page["items"]
@@ -203,23 +167,15 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
     assert_eq!(seen.len(), 5);
     assert_eq!(seen[0], json!(lost), "newest first");
 
-    for token in [&expert, &other] {
-        assert_eq!(
-            get(&p, token, &format!("/inbound-events/{}", poison[0]))
-                .await
-                .0,
-            403
-        );
-        assert_eq!(replay(&p, token, poison[0]).await.0, 403);
+    for user in [expert, other] {
+        let detail = format!("/inbound-events/{}", poison[0]);
+        assert_eq!(user.get(&detail).await.0, 403);
+        assert_eq!(replay(user, poison[0]).await.0, 403);
     }
+    let scoped = format!("/inbound-events?org_id={org}");
+    assert_eq!(other.get(&scoped).await.0, 403);
     assert_eq!(
-        get(&p, &other, &format!("/inbound-events?org_id={org}"))
-            .await
-            .0,
-        403
-    );
-    assert_eq!(
-        replay(&p, &admin, lost).await.0,
+        replay(admin, lost).await.0,
         409,
         "processed: nothing to replay"
     );
@@ -231,27 +187,20 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
         .execute(&db.pool().await)
         .await
         .unwrap();
-    let (status, body) = replay(&p, &admin, poison[0]).await;
+    let (status, body) = replay(admin, poison[0]).await;
     assert_eq!((status, &body["status"]), (202, &json!("queued")), "{body}");
-    assert_eq!(
-        wait_for_count(
-            &db,
-            "SELECT count(*) FROM messages WHERE body = 'fixed now'",
-            1
-        )
-        .await,
-        1
-    );
+    let fixed = "SELECT count(*) FROM messages WHERE body = 'fixed now'";
+    assert_eq!(db.wait_for_count(fixed, 1).await, 1);
     // The message commits before the agent's draft, which marks the event processed.
     let processed = format!(
         "SELECT count(*) FROM inbound_events WHERE id = '{}' AND processed_at IS NOT NULL",
         poison[0]
     );
-    assert_eq!(wait_for_count(&db, &processed, 1).await, 1);
-    let (_, detail) = get(&p, &admin, &format!("/inbound-events/{}", poison[0])).await;
+    assert_eq!(db.wait_for_count(&processed, 1).await, 1);
+    let (_, detail) = admin.get(&format!("/inbound-events/{}", poison[0])).await;
     assert_eq!(detail["status"], "processed", "{detail}");
     assert_eq!(
-        count(&db, "SELECT count(*) FROM audit_log WHERE action = 'inbound_event.replayed' AND request_id IS NOT NULL").await,
+        db.count("SELECT count(*) FROM audit_log WHERE action = 'inbound_event.replayed' AND request_id IS NOT NULL").await,
         1
     );
 }
@@ -259,21 +208,17 @@ async fn poison_events_are_parked_counted_and_replayable_and_never_block_the_swe
 /// Processed events older than the retention go; recent, unprocessed and parked ones stay.
 #[tokio::test]
 async fn processed_events_are_pruned_after_their_retention() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let p = pod_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        &agent.uri(),
-        &[
-            ("INBOX_PRUNE_INTERVAL_MS", "200"),
-            ("WORKER_CONCURRENCY", "0"),
-        ],
-    )
-    .await;
-    let (org, conns) = connections(&db, &p).await;
-    let conn: Uuid = conns[0].1.parse().unwrap();
+    let app = TestApp::builder()
+        .fake_agent()
+        .env("INBOX_PRUNE_INTERVAL_MS", "200")
+        .no_workers()
+        .build()
+        .await;
+    let db = &app.db;
+    let (org, conn) = {
+        let org = app.org().await;
+        (org.id, org.conns["slack"])
+    };
     let none = json!({"message": null, "raw": {}});
     for (key, age) in [
         ("old1", "31 days"),
@@ -281,15 +226,15 @@ async fn processed_events_are_pruned_after_their_retention() {
         ("new1", "29 days"),
         ("new2", "1 hour"),
     ] {
-        let id = lost_event(&db, org, conn, key, none.clone(), age).await;
+        let id = lost_event(db, org, conn, key, none.clone(), age).await;
         sqlx::query("UPDATE inbound_events SET processed_at = received_at WHERE id = $1")
             .bind(id)
             .execute(&db.pool().await)
             .await
             .unwrap();
     }
-    lost_event(&db, org, conn, "stuck", none.clone(), "60 days").await;
-    let parked = lost_event(&db, org, conn, "parked", none, "60 days").await;
+    lost_event(db, org, conn, "stuck", none.clone(), "60 days").await;
+    let parked = lost_event(db, org, conn, "parked", none, "60 days").await;
     sqlx::query("UPDATE inbound_events SET parked_at = now(), attempts = 10 WHERE id = $1")
         .bind(parked)
         .execute(&db.pool().await)
@@ -297,7 +242,8 @@ async fn processed_events_are_pruned_after_their_retention() {
         .unwrap();
 
     assert_eq!(
-        wait_for_count(&db, "SELECT count(*) FROM inbound_events", 4).await,
+        db.wait_for_count("SELECT count(*) FROM inbound_events", 4)
+            .await,
         4
     );
     let left: Vec<String> =
@@ -307,11 +253,8 @@ async fn processed_events_are_pruned_after_their_retention() {
             .unwrap();
     assert_eq!(left, ["new1", "new2", "parked", "stuck"]);
     assert!(
-        count(
-            &db,
-            "SELECT count(*) FROM cron_runs WHERE job = 'inbox-retention' AND status = 'ok'"
-        )
-        .await
+        db.count("SELECT count(*) FROM cron_runs WHERE job = 'inbox-retention' AND status = 'ok'")
+            .await
             >= 1
     );
 }

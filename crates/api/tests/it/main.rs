@@ -1,7 +1,9 @@
-//! Integration tests of the HTTP surface against real Postgres and Redis.
+//! Integration tests of the HTTP surface against real Postgres and Redis. Pods, fakes and
+//! data come from `switchboard_testing::TestApp`; what is left here is per area.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod abuse;
+mod alerts;
 mod auth;
 mod cluster;
 mod connections;
@@ -9,31 +11,31 @@ mod errors;
 mod expert;
 mod expert_integrity;
 mod expert_random;
-mod expert_support;
 mod fenced_writes;
 mod health;
 mod hostile_input;
-mod inbound;
+mod inbound_agent;
 mod inbound_batches;
 mod inbound_crash;
+mod inbound_email;
+mod inbound_history;
+mod inbound_inbox;
 mod inbound_parking;
-mod inbound_support;
+mod inbound_queue;
+mod inbound_redis_loss;
 mod multi_pod;
 mod openapi;
-mod outbound_alerts;
 mod outbound_breaker;
 mod outbound_channels;
 mod outbound_dead_letters;
 mod outbound_multi_pod;
 mod outbound_retries;
-mod outbound_support;
 mod protection;
 mod realtime;
 mod realtime_outage;
 mod realtime_replay;
 mod realtime_resilience;
 mod realtime_sessions;
-mod realtime_support;
 mod revocation;
 mod safer_defaults;
 mod scheduler;

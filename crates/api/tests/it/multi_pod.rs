@@ -1,75 +1,32 @@
-use serde_json::{Value, json};
+use serde_json::json;
 use switchboard_domain::Role;
-use switchboard_testing::{TestDb, TestPod, random_prefix, seed_member};
+use switchboard_testing::TestApp;
 
 #[tokio::test]
 async fn any_pod_serves_any_request() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let a = TestPod::start(&db, &prefix).await;
-    let b = TestPod::start(&db, &prefix).await;
-    let (org, email, password) = seed_member(&db, None, Role::Admin).await;
+    let app = TestApp::builder().pods(2).build().await;
     // Log in on A, create on B, read on A, delete on B.
-    let token = a.login(&email, &password).await;
-    let created: Value = b
-        .client
-        .post(b.url("/channel-connections"))
-        .bearer_auth(&token)
-        .json(&json!({"org_id": org, "channel": "telegram", "name": "bot",
-            "secrets": {"bot_token": "123:abc", "secret_token": "s3-0123456789abcdef"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let path = format!("/channel-connections/{}", created["id"].as_str().unwrap());
-    assert_eq!(
-        a.client
-            .get(a.url(&path))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
+    let admin = app.member(None, Role::Admin).await;
+    let (a, b) = (
+        app.pod(0).as_user(&admin.token),
+        app.pod(1).as_user(&admin.token),
     );
-    assert_eq!(
-        b.client
-            .delete(b.url(&path))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        204
-    );
-    assert_eq!(
-        a.client
-            .get(a.url(&path))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    let secrets = json!({"bot_token": "123:abc", "secret_token": "s3-0123456789abcdef"});
+    let id = b
+        .create_connection_with(admin.org, "telegram", "bot", secrets)
+        .await;
+    let path = format!("/channel-connections/{id}");
+    assert_eq!(a.get(&path).await.0, 200);
+    assert_eq!(b.delete(&path).await, 204);
+    assert_eq!(a.get(&path).await.0, 404);
     // A concurrent double create across pods makes exactly one connection.
-    let body = json!({"org_id": org, "channel": "slack", "name": "race",
+    let body = json!({"org_id": admin.org, "channel": "slack", "name": "race",
         "secrets": {"signing_secret": "s", "bot_token": "b"}});
     let (ra, rb) = tokio::join!(
-        a.client
-            .post(a.url("/channel-connections"))
-            .bearer_auth(&token)
-            .json(&body)
-            .send(),
-        b.client
-            .post(b.url("/channel-connections"))
-            .bearer_auth(&token)
-            .json(&body)
-            .send(),
+        a.post("/channel-connections", body.clone()),
+        b.post("/channel-connections", body.clone()),
     );
-    let mut statuses = [ra.unwrap().status().as_u16(), rb.unwrap().status().as_u16()];
+    let mut statuses = [ra.0, rb.0];
     statuses.sort_unstable();
     assert_eq!(statuses, [201, 409]);
 }

@@ -2,60 +2,53 @@
 //! provider): the first reply, a reply to a later (threaded) message, and a long text split
 //! into parts.
 
-use crate::inbound_support::{agent, send};
-use crate::outbound_support::{Call, Org, Provider, delivery, org, pod, release_ok, wait_outbox};
 use base64::Engine;
 use serde_json::json;
-use switchboard_testing::signing::{self, Signed};
-use switchboard_testing::{TestDb, TestPod, random_prefix};
+use switchboard_testing::signing::{
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+};
+use switchboard_testing::{Call, Org, TestApp, delivery, wait_outbox};
 use uuid::Uuid;
-use wiremock::MockServer;
 
 struct Run {
-    db: TestDb,
-    provider: Provider,
-    pod: TestPod,
+    app: TestApp,
     org: Org,
-    _agent: MockServer,
 }
 
 impl Run {
     async fn start() -> Run {
-        let db = TestDb::fresh().await;
-        let provider = Provider::start().await;
-        let agent = agent().await;
-        let pod = pod(&db, &random_prefix(), &provider, &agent.uri(), &[]).await;
-        let org = org(&db, &pod).await;
-        Run {
-            db,
-            provider,
-            pod,
-            org,
-            _agent: agent,
-        }
+        let app = TestApp::builder()
+            .fake_agent()
+            .fake_provider()
+            .build()
+            .await;
+        let org = app.org().await;
+        Run { app, org }
     }
 
     /// The customer's `n`th message arrives on `channel` and gets its draft.
     async fn customer_writes(&self, channel: &str, signed: &Signed, n: i64) {
-        let path = format!("/webhooks/{channel}/{}", self.org.conns[channel]);
-        let (status, body) = send(&self.pod, &path, signed).await;
+        let path = self.org.webhook(channel);
+        let (status, body) = self.app.pod(0).send_webhook(&path, signed).await;
         assert_eq!(status, 200, "{body}");
         let drafts = "SELECT count(*) FROM drafts";
-        assert_eq!(self.db.wait_for_count(drafts, n).await, n);
+        assert_eq!(self.app.db.wait_for_count(drafts, n).await, n);
     }
 
     /// Releases the pending item with `body`; returns the provider calls it caused.
     async fn release(&self, prefix: &str, body: &str) -> (Uuid, Vec<Call>) {
-        let pool = self.db.pool().await;
+        let (db, provider) = (&self.app.db, self.app.provider());
+        let pool = db.pool().await;
         let item: Uuid = sqlx::query_scalar("SELECT id FROM expert_queue WHERE status = 'pending'")
             .fetch_one(&pool)
             .await
             .unwrap();
         pool.close().await;
-        let before = self.provider.calls(prefix).len();
-        let outbox = release_ok(&self.pod, &self.org.token, item, Some(body)).await;
-        let sent = wait_outbox(&self.db, outbox, "sent").await;
-        let calls = self.provider.calls(prefix).split_off(before);
+        let before = provider.calls(prefix).len();
+        let user = self.app.pod(0).as_user(&self.org.token);
+        let outbox = user.release_ok(item, Some(body)).await;
+        let sent = wait_outbox(db, outbox, "sent").await;
+        let calls = provider.calls(prefix).split_off(before);
         assert_eq!(sent.parts.as_array().unwrap().len(), calls.len());
         assert_eq!(sent.delivery_status.as_deref(), Some("sent"));
         assert!(sent.delivered && sent.provider_message_id.is_some());
@@ -80,13 +73,7 @@ fn assert_split(texts: &[String], max: usize, parts: usize) {
 #[tokio::test]
 async fn slack_replies_in_the_customers_thread() {
     let run = Run::start().await;
-    let first = signing::slack(
-        "slack-signing-secret",
-        "Ev1",
-        "U1",
-        "1700000001.000100",
-        "hi",
-    );
+    let first = signing::slack(SLACK_SECRET, "Ev1", "U1", "1700000001.000100", "hi");
     run.customer_writes("slack", &first, 1).await;
     let (_, calls) = run.release("slack", "reply 1").await;
     assert_eq!(calls.len(), 1);
@@ -109,20 +96,14 @@ async fn slack_replies_in_the_customers_thread() {
         "event": {"type": "message", "user": "U1", "text": "and?", "ts": "1700000002.000200",
                   "thread_ts": "1700000000.000001", "channel": "C1"}});
     let now = chrono::Utc::now().timestamp();
-    let threaded = signing::slack_raw("slack-signing-secret", now, body.to_string().into_bytes());
+    let threaded = signing::slack_raw(SLACK_SECRET, now, body.to_string().into_bytes());
     run.customer_writes("slack", &threaded, 2).await;
     let (_, calls) = run.release("slack", "reply 2").await;
     let expected = json!({"channel": "C1", "text": "reply 2", "thread_ts": "1700000000.000001"});
     assert_eq!(calls[0].json(), expected);
 
     // Slack splits long posts itself: one call with the whole text.
-    let third = signing::slack(
-        "slack-signing-secret",
-        "Ev3",
-        "U1",
-        "1700000003.000300",
-        "more",
-    );
+    let third = signing::slack(SLACK_SECRET, "Ev3", "U1", "1700000003.000300", "more");
     run.customer_writes("slack", &third, 3).await;
     let (_, calls) = run.release("slack", &long_text()).await;
     assert_eq!(calls.len(), 1);
@@ -137,7 +118,7 @@ async fn whatsapp_replies_through_the_twilio_messages_api() {
         run.org.conns["whatsapp"]
     );
     let customer = "whatsapp:+14155550100";
-    let msg = |sid: &str| signing::twilio("twilio-token", "AC123", &url, sid, customer, "hi");
+    let msg = |sid: &str| signing::twilio(TWILIO_TOKEN, "AC123", &url, sid, customer, "hi");
     run.customer_writes("whatsapp", &msg("SM1"), 1).await;
     let (_, calls) = run.release("twilio", "reply 1").await;
     assert_eq!(calls.len(), 1);
@@ -170,7 +151,7 @@ async fn whatsapp_replies_through_the_twilio_messages_api() {
     let (outbox, calls) = run.release("twilio", &long_text()).await;
     let texts: Vec<String> = calls.iter().map(|c| c.form()["Body"].clone()).collect();
     assert_split(&texts, 1600, 4);
-    let ids = delivery(&run.db, outbox).await.parts;
+    let ids = delivery(&run.app.db, outbox).await.parts;
     assert_eq!(
         ids.as_array().unwrap().len(),
         4,
@@ -183,7 +164,7 @@ async fn telegram_replies_quote_the_customers_message() {
     let run = Run::start().await;
     run.customer_writes(
         "telegram",
-        &signing::telegram("tg-secret-0123456789", 11, 555, "hi"),
+        &signing::telegram(TELEGRAM_SECRET, 11, 555, "hi"),
         1,
     )
     .await;
@@ -201,7 +182,7 @@ async fn telegram_replies_quote_the_customers_message() {
 
     run.customer_writes(
         "telegram",
-        &signing::telegram("tg-secret-0123456789", 12, 555, "and?"),
+        &signing::telegram(TELEGRAM_SECRET, 12, 555, "and?"),
         2,
     )
     .await;
@@ -214,7 +195,7 @@ async fn telegram_replies_quote_the_customers_message() {
 
     run.customer_writes(
         "telegram",
-        &signing::telegram("tg-secret-0123456789", 13, 555, "more"),
+        &signing::telegram(TELEGRAM_SECRET, 13, 555, "more"),
         3,
     )
     .await;
@@ -235,9 +216,8 @@ async fn telegram_replies_quote_the_customers_message() {
 #[tokio::test]
 async fn email_replies_thread_in_the_customers_mail_client() {
     let run = Run::start().await;
-    let whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let mail =
-        |id: &str, msg: &str| signing::email(whsec, id, msg, "Ann <ann@customer.test>", "hi");
+        |id: &str, msg: &str| signing::email(WHSEC, id, msg, "Ann <ann@customer.test>", "hi");
     run.customer_writes("email", &mail("wh1", "<m1@customer.test>"), 1)
         .await;
     let (outbox, calls) = run.release("resend", "reply 1").await;

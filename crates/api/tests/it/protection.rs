@@ -2,59 +2,15 @@
 //! Redis is down (login keeps working, one alert), the login limits' order, backpressure, and
 //! metrics labels no request can multiply.
 
+use crate::alerts::Alerts;
 use futures::StreamExt;
-use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
-use switchboard_testing::{RedisServer, TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::{
+    RedisServer, TestApp, TestPod, redis_keys, seed_member, try_eventually, try_eventually_every,
+};
 use tokio::io::AsyncWriteExt;
-use tracing::field::{Field, Visit};
-use tracing_subscriber::Layer;
-use tracing_subscriber::layer::SubscriberExt;
-
-/// Counts the alerts (`switchboard::alert` events) raised on this test's thread, by kind.
-#[derive(Clone, Default)]
-struct Alerts(Arc<Mutex<HashMap<String, usize>>>);
-
-struct Kind(Option<String>);
-
-impl Visit for Kind {
-    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "alert" {
-            self.0 = Some(value.to_owned());
-        }
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Alerts {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() != "switchboard::alert" {
-            return;
-        }
-        let mut kind = Kind(None);
-        event.record(&mut kind);
-        if let Some(kind) = kind.0 {
-            *self.0.lock().unwrap().entry(kind).or_default() += 1;
-        }
-    }
-}
-
-impl Alerts {
-    fn count(&self, kind: &str) -> usize {
-        self.0.lock().unwrap().get(kind).copied().unwrap_or(0)
-    }
-}
-
-fn set(pairs: &[(&str, &str)]) -> impl Fn(&mut HashMap<String, String>) + Clone {
-    let pairs: Vec<(String, String)> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    move |v: &mut HashMap<String, String>| v.extend(pairs.iter().cloned())
-}
 
 async fn get_as(pod: &TestPod, path: &str, client_ip: &str) -> reqwest::Response {
     pod.client
@@ -67,14 +23,13 @@ async fn get_as(pod: &TestPod, path: &str, client_ip: &str) -> reqwest::Response
 
 #[tokio::test]
 async fn a_limit_of_100_a_minute_holds_across_two_pods() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let limits = set(&[
-        ("RATE_LIMIT_DEFAULT", "100/min"),
-        ("TRUSTED_PROXIES", "127.0.0.1"),
-    ]);
-    let a = TestPod::start_with(&db, &redis_url(), &prefix, limits.clone()).await;
-    let b = TestPod::start_with(&db, &redis_url(), &prefix, limits).await;
+    let app = TestApp::builder()
+        .pods(2)
+        .env("RATE_LIMIT_DEFAULT", "100/min")
+        .env("TRUSTED_PROXIES", "127.0.0.1")
+        .build()
+        .await;
+    let (a, b) = (app.pod(0), app.pod(1));
     // GCRA lets one more request in every 600 ms; a run slower than that (a loaded machine)
     // is tried again from a fresh client address.
     for attempt in 0..3 {
@@ -82,14 +37,14 @@ async fn a_limit_of_100_a_minute_holds_across_two_pods() {
         let started = Instant::now();
         let statuses: Vec<u16> = futures::stream::iter(0..100)
             .map(|i| {
-                let pod = if i % 2 == 0 { &a } else { &b };
+                let pod = if i % 2 == 0 { a } else { b };
                 let ip = ip.clone();
                 async move { get_as(pod, "/auth/me", &ip).await.status().as_u16() }
             })
             .buffer_unordered(20)
             .collect()
             .await;
-        let r = get_as(&b, "/auth/me", &ip).await;
+        let r = get_as(b, "/auth/me", &ip).await;
         if started.elapsed() > Duration::from_millis(550) {
             continue;
         }
@@ -104,10 +59,10 @@ async fn a_limit_of_100_a_minute_holds_across_two_pods() {
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["code"], "rate_limit");
         // And on the other pod too; another client is not affected.
-        assert_eq!(get_as(&a, "/auth/me", &ip).await.status(), 429);
-        assert_eq!(get_as(&a, "/auth/me", "198.51.100.1").await.status(), 401);
+        assert_eq!(get_as(a, "/auth/me", &ip).await.status(), 429);
+        assert_eq!(get_as(a, "/auth/me", "198.51.100.1").await.status(), 401);
         // Health checks are never limited.
-        assert_eq!(get_as(&a, "/health", &ip).await.status(), 200);
+        assert_eq!(get_as(a, "/health", &ip).await.status(), 200);
         return;
     }
     panic!("three runs of 101 requests each took longer than 550 ms");
@@ -123,32 +78,18 @@ fn counter(metrics: &str, needle: &str) -> f64 {
 
 #[tokio::test]
 async fn shadow_mode_counts_and_never_refuses() {
-    let db = TestDb::fresh().await;
-    let pod = TestPod::start_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        set(&[
-            ("RATE_LIMIT_DEFAULT", "5/min"),
-            ("RATE_LIMIT_SHADOW", "default"),
-        ]),
-    )
-    .await;
-    let metrics = || async {
-        pod.client
-            .get(pod.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let app = TestApp::builder()
+        .env("RATE_LIMIT_DEFAULT", "5/min")
+        .env("RATE_LIMIT_SHADOW", "default")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let metrics = || pod.metrics();
     let shadow = r#"policy="default""#;
     let before = counter(&metrics().await, shadow);
     let blocked_before = counter(&metrics().await, "would_block");
     for _ in 0..20 {
-        let r = pod.client.get(pod.url("/auth/me")).send().await.unwrap();
+        let r = pod.get("/auth/me").await;
         assert_eq!(r.status(), 401, "never refused");
         assert!(
             !r.headers().contains_key("x-ratelimit-limit"),
@@ -166,42 +107,24 @@ async fn shadow_mode_counts_and_never_refuses() {
 
 #[tokio::test]
 async fn with_redis_down_pods_limit_alone_login_works_and_one_alert_is_raised() {
-    let alerts = Alerts::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(alerts.clone()));
-    let db = TestDb::fresh().await;
+    let alerts = Alerts::by("alert");
+    let _guard = alerts.on_this_thread();
     let mut redis = RedisServer::start().await;
-    let pod = TestPod::start_with(
-        &db,
-        &redis.url(),
-        &random_prefix(),
+    let app = TestApp::builder()
+        .redis(&redis.url())
         // 10 a minute shared by two pods: 5 a minute each while Redis is away.
-        set(&[("RATE_LIMIT_DEFAULT", "10/min"), ("EXPECTED_PODS", "2")]),
-    )
-    .await;
-    let (_, email, password) = seed_member(&db, None, Role::Expert).await;
-    assert_eq!(
-        pod.client
-            .get(pod.url("/auth/me"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+        .env("RATE_LIMIT_DEFAULT", "10/min")
+        .env("EXPECTED_PODS", "2")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let (_, email, password) = seed_member(&app.db, None, Role::Expert).await;
+    assert_eq!(pod.status("/auth/me").await, 401);
     redis.stop();
 
     let mut statuses = Vec::new();
     for _ in 0..8 {
-        statuses.push(
-            pod.client
-                .get(pod.url("/auth/me"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16(),
-        );
+        statuses.push(pod.status("/auth/me").await);
     }
     assert_eq!(
         statuses,
@@ -210,15 +133,7 @@ async fn with_redis_down_pods_limit_alone_login_works_and_one_alert_is_raised() 
     );
     let token = pod.login(&email, &password).await;
     assert!(!token.is_empty());
-    let ready: Value = pod
-        .client
-        .get(pod.url("/ready"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, ready) = pod.ready().await;
     assert_eq!(ready["protection"]["rate_limits"], "local");
     assert_eq!(
         alerts.count("rate_limit_storage_down"),
@@ -228,69 +143,41 @@ async fn with_redis_down_pods_limit_alone_login_works_and_one_alert_is_raised() 
 
     // Shared limiting returns with Redis.
     redis.restart().await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let _ = pod.client.get(pod.url("/auth/me")).send().await.unwrap();
-        let ready: Value = pod
-            .client
-            .get(pod.url("/ready"))
-            .send()
+    // Requests meet the limiter, which notices Redis back.
+    let shared = || async {
+        pod.status("/auth/me").await;
+        let (_, ready) = pod.ready().await;
+        (ready["protection"]["rate_limits"] == "shared").then_some(())
+    };
+    let every = Duration::from_millis(200);
+    assert!(
+        try_eventually_every(Duration::from_secs(20), every, shared)
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if ready["protection"]["rate_limits"] == "shared" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "shared limiting never came back");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .is_some(),
+        "shared limiting never came back"
+    );
     assert_eq!(alerts.count("rate_limit_storage_down"), 1);
 }
 
 #[tokio::test]
 async fn a_megabyte_email_is_a_400_and_writes_no_redis_key() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let pod = TestPod::start_with(
-        &db,
-        &redis_url(),
-        &prefix,
-        set(&[("BODY_LIMIT_BYTES", "4194304")]),
-    )
-    .await;
+    let app = TestApp::builder()
+        .env("BODY_LIMIT_BYTES", "4194304")
+        .build()
+        .await;
+    let (pod, prefix) = (app.pod(0), &app.prefix);
     let email = format!("{}@example.test", "a".repeat(1 << 20));
-    let r = pod
-        .client
-        .post(pod.url("/auth/login"))
-        .json(&json!({"email": email, "password": "whatever"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    let body: Value = r.json().await.unwrap();
+    let (status, body) = pod.try_login(&email, "whatever").await;
+    assert_eq!(status, 400);
     assert_eq!(body["code"], "email_too_long");
-    let client = switchboard_testing::redis_client(&redis_url());
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:limit:*"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let keys = redis_keys(&format!("{prefix}:limit:*")).await;
     assert!(keys.is_empty(), "{keys:?}");
 }
 
 #[tokio::test]
 async fn at_the_in_flight_limit_requests_get_503_and_health_still_answers() {
-    let db = TestDb::fresh().await;
-    let pod = TestPod::start_with(
-        &db,
-        &redis_url(),
-        &random_prefix(),
-        set(&[("MAX_IN_FLIGHT", "1")]),
-    )
-    .await;
+    let app = TestApp::builder().env("MAX_IN_FLIGHT", "1").build().await;
+    let pod = app.pod(0);
     // One request in flight: its body never finishes arriving.
     let mut slow = tokio::net::TcpStream::connect(pod.server.local_addr())
         .await
@@ -300,59 +187,27 @@ async fn at_the_in_flight_limit_requests_get_503_and_health_still_answers() {
     )
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let r = loop {
-        let r = pod.client.get(pod.url("/auth/me")).send().await.unwrap();
-        if r.status() == 503 {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let refused = || async {
+        let r = pod.get("/auth/me").await;
+        (r.status() == 503).then_some(r)
     };
+    let r = try_eventually(Duration::from_secs(10), refused)
+        .await
+        .expect("never refused");
     assert!(r.headers().contains_key("retry-after"));
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["code"], "backpressure");
-    assert_eq!(
-        pod.client
-            .get(pod.url("/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    assert_eq!(
-        pod.client
-            .get(pod.url("/ready"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    assert_eq!(
-        pod.client
-            .get(pod.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(pod.status("/health").await, 200);
+    assert_eq!(pod.status("/ready").await, 200);
+    assert_eq!(pod.status("/metrics").await, 200);
     drop(slow);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pod
-        .client
-        .get(pod.url("/auth/me"))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        == 503
-    {
-        assert!(Instant::now() < deadline, "the slot was never given back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let given_back = || async { (pod.status("/auth/me").await != 503).then_some(()) };
+    assert!(
+        try_eventually(Duration::from_secs(10), given_back)
+            .await
+            .is_some(),
+        "the slot was never given back"
+    );
 }
 
 fn method_labels(metrics: &str) -> (usize, Vec<String>) {
@@ -387,16 +242,7 @@ async fn invented_methods_add_no_series() {
         pod.client.request(method, pod.url("/expert-queue")).send()
     };
     send("WARMUP".into()).await.unwrap();
-    let render = || async {
-        pod.client
-            .get(pod.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let render = || pod.metrics();
     let (before, _) = method_labels(&render().await);
     let statuses: Vec<u16> = futures::stream::iter(0..5000)
         .map(|i| async move {

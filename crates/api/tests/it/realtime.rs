@@ -1,42 +1,44 @@
 //! F4: Socket.IO through the Redis adapter — cross-pod delivery of the inbound flow's events,
 //! the JWT handshake, websocket-only transport and org isolation.
 
-use crate::inbound_support::{agent, connections, pod, send, wait_for_count};
-use crate::realtime_support::{connect, connect_with, emit, fetch_events, org_expert};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
 use switchboard_domain::Role;
-use switchboard_testing::{JWT_SECRET, TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::rows::{message_created, queue_item_updated};
+use switchboard_testing::signing::{SLACK_SECRET, slack};
+use switchboard_testing::socket::{connect, connect_with};
+use switchboard_testing::{JWT_SECRET, TestApp, TestPod};
+use uuid::Uuid;
 
 #[tokio::test]
 async fn realtime_client_on_pod_a_receives_events_of_a_webhook_processed_by_pod_b() {
-    let db = TestDb::fresh().await;
-    let agent = agent().await;
-    let prefix = random_prefix();
-    // A runs no workers (WORKER_CONCURRENCY=0), so every job is B's.
-    let a = TestPod::start_with(&db, &redis_url(), &prefix, |v| {
-        v.insert("WORKER_CONCURRENCY".into(), "0".into());
-    })
-    .await;
-    let b = pod(&db, &redis_url(), &prefix, &agent.uri()).await;
-    let (org, conns) = connections(&db, &b).await;
-    let (_, email, password) = seed_member(&db, Some(org), Role::Expert).await;
-    let mut sock = connect_with(&a, &a.login(&email, &password).await).await;
+    // A runs no workers, so every job is B's.
+    let app = TestApp::builder()
+        .pods(2)
+        .fake_agent()
+        .pod_env(0, "WORKER_CONCURRENCY", "0")
+        .build()
+        .await;
+    let (a, b, db) = (app.pod(0), app.pod(1), &app.db);
+    let org = app.org_via(1).await;
+    let expert = app.member(Some(org.id), Role::Expert).await;
+    let mut sock = connect_with(a, &expert.token).await;
 
-    let path = format!("/webhooks/slack/{}", conns[0].1);
+    let path = org.webhook("slack");
     for i in 1..=3 {
-        let signed = switchboard_testing::signing::slack(
-            "slack-signing-secret",
+        let signed = slack(
+            SLACK_SECRET,
             &format!("EvRt{i}"),
             &format!("U{i}"),
             &format!("1700000100.{i:06}"),
             "where is my order?",
         );
-        assert_eq!(send(&b, &path, &signed).await.0, 200);
+        assert_eq!(b.send_webhook(&path, &signed).await.0, 200);
     }
     assert_eq!(
-        wait_for_count(&db, "SELECT count(*) FROM expert_queue", 3).await,
+        db.wait_for_count("SELECT count(*) FROM expert_queue", 3)
+            .await,
         3
     );
 
@@ -49,10 +51,10 @@ async fn realtime_client_on_pod_a_receives_events_of_a_webhook_processed_by_pod_
         .collect();
     assert_eq!(seqs, (1..=6).collect(), "{got:?}");
     for (name, data) in &got {
-        assert_eq!(data["org_id"], json!(org), "{name}: {data}");
+        assert_eq!(data["org_id"], json!(org.id), "{name}: {data}");
     }
     let pool = db.pool().await;
-    let items: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
+    let items: Vec<(Uuid, i64)> = sqlx::query_as(
         "SELECT q.id, e.seq FROM expert_queue q
          JOIN events e ON e.event = 'queue_item_created' AND e.payload->>'id' = q.id::text",
     )
@@ -75,7 +77,7 @@ async fn realtime_client_on_pod_a_receives_events_of_a_webhook_processed_by_pod_
     let messages = got.iter().filter(|(name, _)| name == "message_created");
     assert_eq!(messages.count(), 3);
     assert_eq!(
-        b.server.state().realtime.local_sockets() + a.server.state().realtime.local_sockets(),
+        b.local_sockets() + a.local_sockets(),
         1,
         "the one client is on A"
     );
@@ -84,50 +86,40 @@ async fn realtime_client_on_pod_a_receives_events_of_a_webhook_processed_by_pod_
 
 #[tokio::test]
 async fn realtime_handshake_refuses_missing_invalid_and_expired_tokens() {
-    let (a, db) = TestPod::single().await;
-    let (_, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token = a.login(&email, &password).await;
+    let app = TestApp::builder().build().await;
+    let a = app.pod(0);
+    let admin = app.member(None, Role::Admin).await;
+    let token = admin.token;
 
-    let missing = connect(&a, None).await.err().expect("refused without auth");
+    let missing = connect(a, None).await.err().expect("refused without auth");
     assert!(missing.contains("authentication required"), "{missing}");
-    let empty = connect(&a, Some(json!({}))).await.err().expect("refused");
+    let empty = connect(a, Some(json!({}))).await.err().expect("refused");
     assert!(empty.contains("authentication required"), "{empty}");
-    let invalid = connect(&a, Some(json!({"token": "not-a-jwt"}))).await.err();
+    let invalid = connect(a, Some(json!({"token": "not-a-jwt"}))).await.err();
     assert!(invalid.expect("refused").contains("invalid token"));
     let forged = format!("{}x", &token[..token.len() - 1]);
-    let forged = connect(&a, Some(json!({"token": forged}))).await.err();
+    let forged = connect(a, Some(json!({"token": forged}))).await.err();
     assert!(forged.expect("refused").contains("invalid token"));
 
-    let pool = db.pool().await;
-    let user: uuid::Uuid = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
-        .bind(&email)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
     let now = chrono::Utc::now().timestamp();
     let expired = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
-        &json!({"sub": user, "iat": now - 7200, "exp": now - 60}),
+        &json!({"sub": admin.id, "iat": now - 7200, "exp": now - 60}),
         &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
     )
     .unwrap();
-    let expired = connect(&a, Some(json!({"token": expired}))).await.err();
+    let expired = connect(a, Some(json!({"token": expired}))).await.err();
     assert!(expired.expect("refused").contains("token expired"));
 
     // The same user with a valid token is admitted.
-    connect_with(&a, &token).await.close().await;
+    connect_with(a, &token).await.close().await;
 }
 
 #[tokio::test]
 async fn realtime_polling_transport_is_refused() {
     let (a, _db) = TestPod::single().await;
     for query in ["EIO=4&transport=polling", "EIO=3&transport=polling"] {
-        let r = a
-            .client
-            .get(a.url(&format!("/socket.io/?{query}")))
-            .send()
-            .await
-            .unwrap();
+        let r = a.get(&format!("/socket.io/?{query}")).await;
         assert_eq!(r.status(), 400, "{query}");
         let body = r.text().await.unwrap();
         assert!(!body.contains("\"sid\""), "no session was opened: {body}");
@@ -136,52 +128,36 @@ async fn realtime_polling_transport_is_refused() {
 
 #[tokio::test]
 async fn realtime_client_of_one_org_receives_nothing_of_another() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let a = TestPod::start(&db, &prefix).await;
-    let b = TestPod::start(&db, &prefix).await;
-    let (org_1, token_1) = org_expert(&db, &a).await;
-    let (org_2, token_2) = org_expert(&db, &a).await;
-    let mut sock_1 = connect_with(&a, &token_1).await;
-    let mut sock_2 = connect_with(&b, &token_2).await;
+    let app = TestApp::builder().pods(2).build().await;
+    let (a, b) = (app.pod(0), app.pod(1));
+    let one = app.member(None, Role::Expert).await;
+    let two = app.member(None, Role::Expert).await;
+    let mut sock_1 = connect_with(a, &one.token).await;
+    let mut sock_2 = connect_with(b, &two.token).await;
 
     // Org 2's events, from both pods; org 1 gets one marker event after them.
-    for i in 0..3 {
-        emit(
-            &a,
-            org_2,
-            "message_created",
-            json!({"message_id": format!("m2-{i}")}),
-        );
-        emit(
-            &b,
-            org_2,
-            "queue_item_updated",
-            json!({"id": format!("q2-{i}")}),
-        );
+    for _ in 0..3 {
+        a.emit(two.org, message_created(Uuid::new_v4()));
+        b.emit(two.org, queue_item_updated(Uuid::new_v4(), 1));
     }
     let seen = sock_2.take(6).await;
     assert_eq!(seen.len(), 6, "org 2 gets its events: {seen:?}");
-    assert!(seen.iter().all(|(_, d)| d["org_id"] == json!(org_2)));
-    emit(
-        &b,
-        org_1,
-        "message_created",
-        json!({"message_id": "marker"}),
-    );
+    assert!(seen.iter().all(|(_, d)| d["org_id"] == json!(two.org)));
+    let marker = Uuid::new_v4();
+    b.emit(one.org, message_created(marker));
     let (name, data) = sock_1.next(Duration::from_secs(10)).await.expect("marker");
     assert_eq!(
         (name.as_str(), &data["message_id"]),
-        ("message_created", &json!("marker"))
+        ("message_created", &json!(marker))
     );
     assert_eq!(data["seq"], json!(1), "org 1 numbers its own events");
-    assert_eq!(
-        sock_1.next(Duration::from_secs(1)).await,
-        None::<(String, Value)>
-    );
+    // Org 2's events were all delivered before the marker was sent: a leaked one would
+    // have come first, or be waiting now.
+    assert_eq!(sock_1.next(Duration::ZERO).await, None::<(String, Value)>);
 
     // Nor through the replay endpoint.
-    let (status, body) = fetch_events(&a, &token_1, &format!("org_id={org_2}&after=0")).await;
+    let events = format!("/events?org_id={}&after=0", two.org);
+    let (status, body) = a.as_user(&one.token).get(&events).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (403, Some("forbidden")),

@@ -4,12 +4,14 @@
 //! does not starve the others), and once Redis returns the relay publishes what waited from
 //! each org's mark on, in order, and rests again within 5 s. The test owns its Redis server.
 
-use crate::realtime_support::{Sock, connect_with, emit, org_expert};
 use futures::StreamExt;
 use serde_json::json;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
-use switchboard_testing::{RedisServer, TestDb, TestPod, random_prefix};
+use switchboard_domain::Role;
+use switchboard_testing::rows::queue_item_updated;
+use switchboard_testing::socket::{Sock, connect_with};
+use switchboard_testing::{RedisServer, TestApp, TestDb, TestPod, settled, try_eventually};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -78,23 +80,20 @@ impl Watch {
     /// Reads until the socket has had every number from 1 to `last`, or `deadline`;
     /// returns how many are still missing, and the first of them.
     async fn until(&mut self, last: i64, deadline: Instant) -> (usize, Vec<i64>) {
-        loop {
-            let missing: Vec<i64> = (1..=last).filter(|s| !self.seen.contains(s)).collect();
-            let left = deadline.checked_duration_since(Instant::now());
-            let (Some(left), false) = (left, missing.is_empty()) else {
-                return (missing.len(), missing.into_iter().take(5).collect());
-            };
-            let Some((_, data)) = self.sock.next(left).await else {
-                continue;
-            };
-            assert_eq!(
-                data["org_id"],
-                json!(self.org),
-                "{}: another org's event",
-                self.name
-            );
-            self.seen.insert(data["seq"].as_i64().expect("a seq"));
+        let all = |seen: &BTreeSet<i64>| (1..=last).all(|s| seen.contains(&s));
+        if !all(&self.seen) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (org, name, seen) = (self.org, &self.name, &mut self.seen);
+            self.sock
+                .next_matching(left, |_, data| {
+                    assert_eq!(data["org_id"], json!(org), "{name}: another org's event");
+                    seen.insert(data["seq"].as_i64().expect("a seq"));
+                    all(seen)
+                })
+                .await;
         }
+        let missing: Vec<i64> = (1..=last).filter(|s| !self.seen.contains(s)).collect();
+        (missing.len(), missing.into_iter().take(5).collect())
     }
 }
 
@@ -131,14 +130,9 @@ async fn listen(redis_url: &str, prefix: &str) -> mpsc::UnboundedReceiver<(Uuid,
 }
 
 /// Emits `n` distinct events for `org`, alternating between the pods.
-fn emit_many(pods: [&TestPod; 2], org: Uuid, tag: &str, n: usize) {
+fn emit_many(pods: [&TestPod; 2], org: Uuid, n: usize) {
     for i in 0..n {
-        emit(
-            pods[i % 2],
-            org,
-            "queue_item_updated",
-            json!({"id": format!("{tag}-{i}")}),
-        );
+        pods[i % 2].emit(org, queue_item_updated(Uuid::new_v4(), 1));
     }
 }
 
@@ -161,16 +155,16 @@ async fn all_seen(
 }
 
 async fn wait_healthy(pods: [&TestPod; 2]) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    for pod in pods {
-        while !pod.server.state().realtime.health().ok {
-            assert!(
-                Instant::now() < deadline,
-                "the watchdog sees the subscriptions again"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    let healthy = || async {
+        let ok = pods.iter().all(|p| p.server.state().realtime.health().ok);
+        ok.then_some(())
+    };
+    assert!(
+        try_eventually(Duration::from_secs(15), healthy)
+            .await
+            .is_some(),
+        "the watchdog sees the subscriptions again"
+    );
 }
 
 /// One window's events: at `start` a burst (the first org gets [`BIG`], the others
@@ -180,17 +174,16 @@ async fn workload(
     orgs: &[Uuid],
     emitted: &mut HashMap<Uuid, usize>,
     start: Instant,
-    tag: &str,
 ) {
     for (i, org) in orgs.iter().enumerate() {
         let n = if i == 0 { BIG } else { SMALL };
-        emit_many(pods, *org, &format!("{tag}-burst"), n);
+        emit_many(pods, *org, n);
         *emitted.entry(*org).or_default() += n;
     }
     for round in 1..=3 {
         tokio::time::sleep_until(start + Duration::from_secs(2 * round)).await;
         for org in orgs {
-            emit_many(pods, *org, &format!("{tag}-{round}"), 1);
+            emit_many(pods, *org, 1);
             *emitted.entry(*org).or_default() += 1;
         }
     }
@@ -198,28 +191,27 @@ async fn workload(
 
 #[tokio::test]
 async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_event() {
-    let db = TestDb::fresh().await;
     let mut redis = RedisServer::start().await;
-    let prefix = random_prefix();
     // The watchdog keeps its production interval (5 s): the relay notices Redis leaving and
     // returning by itself.
-    let a = TestPod::start_with(&db, &redis.url(), &prefix, |_| {}).await;
-    let b = TestPod::start_with(&db, &redis.url(), &prefix, |_| {}).await;
-    let pods = [&a, &b];
-    let commits = Commits::new(&db).await;
+    let app = TestApp::builder().pods(2).redis(&redis.url()).build().await;
+    let (a, b, db, prefix) = (app.pod(0), app.pod(1), &app.db, &app.prefix);
+    let pods = [a, b];
+    let commits = Commits::new(db).await;
 
     // The big org sorts first, so a fallback that reads "the first 500 unpublished events
     // ordered by org" would serve it alone.
     let mut orgs = Vec::new();
     for _ in 0..3 {
-        orgs.push(org_expert(&db, &a).await);
+        let expert = app.member(None, Role::Expert).await;
+        orgs.push((expert.org, expert.token));
     }
     orgs.sort_by_key(|(org, _)| *org);
     let names = ["big", "small-1", "small-2"];
     let mut watches = Vec::new();
     for ((org, token), name) in orgs.iter().zip(names) {
-        watches.push(Watch::open(&a, "a", *org, token, name).await);
-        watches.push(Watch::open(&b, "b", *org, token, name).await);
+        watches.push(Watch::open(a, "a", *org, token, name).await);
+        watches.push(Watch::open(b, "b", *org, token, name).await);
     }
     let big = orgs[0].0;
     let ids: Vec<Uuid> = orgs.iter().map(|(org, _)| *org).collect();
@@ -228,13 +220,13 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
     // of the same work with and without Redis.
     let mut quiet = Vec::new();
     for _ in 0..3 {
-        quiet.push(org_expert(&db, &a).await.0);
+        quiet.push(app.member(None, Role::Expert).await.org);
     }
     let mut quiet_emitted = HashMap::new();
 
     // Redis up: everything is delivered and published.
     for org in &ids {
-        emit_many(pods, *org, "warm", 2);
+        emit_many(pods, *org, 2);
         *emitted.get_mut(org).unwrap() += 2;
     }
     all_seen(
@@ -249,7 +241,7 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
 
     let calm = Instant::now();
     let before = commits.now().await;
-    workload(pods, &quiet, &mut quiet_emitted, calm, "rest").await;
+    workload(pods, &quiet, &mut quiet_emitted, calm).await;
     tokio::time::sleep_until(calm + OUTAGE).await;
     let rest = commits.now().await - before;
     assert_eq!(db.wait_for_count(unpublished, 0).await, 0);
@@ -258,7 +250,7 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
     redis.stop();
     let down = Instant::now();
     let before = commits.now().await;
-    workload(pods, &ids, &mut emitted, down, "outage").await;
+    workload(pods, &ids, &mut emitted, down).await;
     // Every pod serves its own sockets from the log, every org (not only the big one).
     all_seen(&mut watches, &emitted, down + OUTAGE, "during the outage").await;
     tokio::time::sleep_until(down + OUTAGE).await;
@@ -285,21 +277,15 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
     // number behind left-overs they cannot read all at once: those must wait their turn.
     redis.restart().await;
     let back = Instant::now();
-    let mut wire = listen(&redis.url(), &prefix).await;
+    let mut wire = listen(&redis.url(), prefix).await;
     let at_return = commits.now().await;
-    emit_many(pods, big, "fresh", 5);
+    emit_many(pods, big, 5);
     *emitted.get_mut(&big).unwrap() += 5;
-    let mut published = false;
-    while Instant::now() < back + Duration::from_secs(5) {
-        if db.count(unpublished).await == 0 {
-            published = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let left = (back + Duration::from_secs(5)).saturating_duration_since(Instant::now());
+    let waiting = settled(left, || db.count(unpublished), |n| *n == 0).await;
     let published_after = back.elapsed();
     assert!(
-        published,
+        waiting == 0,
         "published_seq reached seq for every org within 5 s"
     );
     wait_healthy(pods).await;
@@ -351,7 +337,7 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
 
     // Live again across pods; every socket has every number of its org.
     for (org, _) in &orgs {
-        emit_many(pods, *org, "after", 6);
+        emit_many(pods, *org, 6);
         *emitted.get_mut(org).unwrap() += 6;
     }
     all_seen(

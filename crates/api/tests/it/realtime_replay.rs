@@ -1,22 +1,26 @@
 //! F4: per-org sequence numbers (gap-free and race-free across pods), replay of missed
 //! events through `GET /events`, retention, and what `/ready` and `/metrics` report.
 
-use crate::realtime_support::{connect_with, emit, fetch_events, org_expert};
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchboard_domain::Role;
 use switchboard_realtime::retention;
-use switchboard_testing::{TestDb, TestPod, random_prefix};
+use switchboard_testing::rows::{agent_message_sent, message_created, queue_item_updated};
+use switchboard_testing::socket::connect_with;
+use switchboard_testing::{TestApp, TestDb};
+use uuid::Uuid;
 
 #[tokio::test]
 async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let a = TestPod::start(&db, &prefix).await;
-    let b = TestPod::start(&db, &prefix).await;
-    let (org, token) = org_expert(&db, &a).await;
+    let app = TestApp::builder().pods(2).build().await;
+    let (a, b, db) = (app.pod(0), app.pod(1), &app.db);
+    let expert = app.member(None, Role::Expert).await;
+    let (org, token) = (expert.org, expert.token.as_str());
+    let replay =
+        |query: String| async move { a.as_user(token).get(&format!("/events?{query}")).await };
 
-    let mut sock = connect_with(&a, &token).await;
-    emit(&b, org, "message_created", json!({"message_id": "m0"}));
+    let mut sock = connect_with(a, token).await;
+    b.emit(org, message_created(Uuid::new_v4()));
     let (_, first) = sock
         .next(Duration::from_secs(10))
         .await
@@ -26,13 +30,8 @@ async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
 
     // Emitted while the client is away, from both pods.
     for i in 1..=6 {
-        let pod = if i % 2 == 0 { &a } else { &b };
-        emit(
-            pod,
-            org,
-            "queue_item_updated",
-            json!({"id": format!("q{i}"), "version": i}),
-        );
+        app.pod(i % 2)
+            .emit(org, queue_item_updated(Uuid::new_v4(), i as i32));
     }
     let all = "SELECT count(*) FROM events";
     assert_eq!(db.wait_for_count(all, 7).await, 7);
@@ -41,8 +40,11 @@ async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
     let published = "SELECT COALESCE(max(published_seq), 0) FROM org_event_seq";
     assert_eq!(db.wait_for_count(published, 7).await, 7);
 
-    let mut sock = connect_with(&b, &token).await;
-    let (status, page) = fetch_events(&b, &token, &format!("org_id={org}&after=1")).await;
+    let mut sock = connect_with(b, token).await;
+    let (status, page) = b
+        .as_user(token)
+        .get(&format!("/events?org_id={org}&after=1"))
+        .await;
     assert_eq!(status, 200, "{page}");
     assert_eq!(page["latest_seq"], 7);
     assert_eq!(page["truncated"], false);
@@ -65,7 +67,7 @@ async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
     assert_eq!(ids.len(), 6);
 
     // Paging: after 3, two at a time.
-    let (_, page) = fetch_events(&a, &token, &format!("org_id={org}&after=3&limit=2")).await;
+    let (_, page) = replay(format!("org_id={org}&after=3&limit=2")).await;
     let seqs: Vec<&Value> = page["events"]
         .as_array()
         .unwrap()
@@ -73,13 +75,13 @@ async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
         .map(|e| &e["seq"])
         .collect();
     assert_eq!(seqs, vec![&json!(4), &json!(5)]);
-    let (status, _) = fetch_events(&a, &token, &format!("org_id={org}&after=0&limit=0")).await;
+    let (status, _) = replay(format!("org_id={org}&after=0&limit=0")).await;
     assert_eq!(status, 422);
-    let (status, _) = fetch_events(&a, &token, &format!("org_id={org}&after=-1")).await;
+    let (status, _) = replay(format!("org_id={org}&after=-1")).await;
     assert_eq!(status, 422);
 
     // Live delivery continues from the next number.
-    emit(&a, org, "agent_message_sent", json!({"message_id": "m8"}));
+    a.emit(org, agent_message_sent(Uuid::new_v4()));
     let (name, data) = sock
         .next(Duration::from_secs(10))
         .await
@@ -93,31 +95,15 @@ async fn realtime_missed_events_are_replayed_in_order_after_a_reconnect() {
 
 #[tokio::test]
 async fn realtime_seq_is_gap_free_across_pods_and_a_repeated_emit_keeps_its_number() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let a = TestPod::start(&db, &prefix).await;
-    let b = TestPod::start(&db, &prefix).await;
-    let (org, _) = org_expert(&db, &a).await;
-    let (other, _) = org_expert(&db, &a).await;
-    for i in 0..40 {
-        emit(
-            &a,
-            org,
-            "message_created",
-            json!({"message_id": format!("a{i}")}),
-        );
-        emit(
-            &b,
-            org,
-            "message_created",
-            json!({"message_id": format!("b{i}")}),
-        );
-        emit(
-            &b,
-            other,
-            "message_created",
-            json!({"message_id": format!("o{i}")}),
-        );
+    let app = TestApp::builder().pods(2).build().await;
+    let (a, b, db) = (app.pod(0), app.pod(1), &app.db);
+    let org = app.member(None, Role::Expert).await.org;
+    let other = app.member(None, Role::Expert).await.org;
+    let from_a: Vec<_> = (0..40).map(|_| message_created(Uuid::new_v4())).collect();
+    for event in &from_a {
+        a.emit(org, event.clone());
+        b.emit(org, message_created(Uuid::new_v4()));
+        b.emit(other, message_created(Uuid::new_v4()));
     }
     assert_eq!(
         db.wait_for_count("SELECT count(*) FROM events", 120).await,
@@ -137,8 +123,8 @@ async fn realtime_seq_is_gap_free_across_pods_and_a_repeated_emit_keeps_its_numb
     );
 
     // A retried emit (same event, same payload) does not take a number; the next one does.
-    emit(&b, org, "message_created", json!({"message_id": "a7"}));
-    emit(&b, org, "message_created", json!({"message_id": "new"}));
+    b.emit(org, from_a[7].clone());
+    b.emit(org, message_created(Uuid::new_v4()));
     assert_eq!(
         db.wait_for_count("SELECT count(*) FROM events", 121).await,
         121
@@ -159,10 +145,12 @@ async fn realtime_seq_is_gap_free_across_pods_and_a_repeated_emit_keeps_its_numb
 
 #[tokio::test]
 async fn realtime_retention_deletes_old_events_and_replay_says_so() {
-    let (a, db) = TestPod::single().await;
-    let (org, token) = org_expert(&db, &a).await;
-    for i in 0..3 {
-        emit(&a, org, "message_created", json!({"message_id": i}));
+    let app = TestApp::builder().build().await;
+    let (a, db) = (app.pod(0), &app.db);
+    let expert = app.member(None, Role::Expert).await;
+    let (org, token) = (expert.org, expert.token.as_str());
+    for _ in 0..3 {
+        a.emit(org, message_created(Uuid::new_v4()));
     }
     assert_eq!(db.wait_for_count("SELECT count(*) FROM events", 3).await, 3);
     let pool = db.pool().await;
@@ -178,19 +166,21 @@ async fn realtime_retention_deletes_old_events_and_replay_says_so() {
     assert_eq!(again.unwrap(), 0, "nothing old is left");
     assert_eq!(db.count("SELECT count(*) FROM events").await, 1);
 
-    let (_, page) = fetch_events(&a, &token, &format!("org_id={org}&after=0")).await;
+    let user = a.as_user(token);
+    let (_, page) = user.get(&format!("/events?org_id={org}&after=0")).await;
     assert_eq!(page["truncated"], true, "{page}");
     assert_eq!(page["events"][0]["seq"], 3);
-    let (_, page) = fetch_events(&a, &token, &format!("org_id={org}&after=2")).await;
+    let (_, page) = user.get(&format!("/events?org_id={org}&after=2")).await;
     assert_eq!(page["truncated"], false, "{page}");
 }
 
 #[tokio::test]
 async fn realtime_ready_and_metrics_report_the_adapter_and_sockets() {
-    let (a, db) = TestPod::single().await;
-    let (org, token) = org_expert(&db, &a).await;
-    let mut sock = connect_with(&a, &token).await;
-    emit(&a, org, "message_created", json!({"message_id": "x"}));
+    let app = TestApp::builder().build().await;
+    let a = app.pod(0);
+    let expert = app.member(None, Role::Expert).await;
+    let mut sock = connect_with(a, &expert.token).await;
+    a.emit(expert.org, message_created(Uuid::new_v4()));
     assert!(sock.next(Duration::from_secs(10)).await.is_some());
 
     let health = a.server.state().realtime.check_subscriptions().await;
@@ -199,27 +189,11 @@ async fn realtime_ready_and_metrics_report_the_adapter_and_sockets() {
         health.expected, 3,
         "request, pod request and pod response channels"
     );
-    let ready: Value = a
-        .client
-        .get(a.url("/ready"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, ready) = a.ready().await;
     assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
     assert_eq!(ready["realtime"]["sockets"], 1, "{ready}");
 
-    let metrics = a
-        .client
-        .get(a.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = a.metrics().await;
     for name in [
         "realtime_connected_sockets",
         "realtime_emits_total",

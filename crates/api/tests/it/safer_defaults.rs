@@ -1,53 +1,34 @@
 //! Safer defaults and less leakage: login throttle keys, secrets refused at create, `/ready`
 //! without driver text, `/metrics` on its own address.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use switchboard_domain::Role;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::{TestApp, TestDb, TestPod, random_prefix, redis_keys};
 
 #[tokio::test]
 async fn login_refuses_overlong_emails_first_and_throttles_on_a_hash() {
-    let db = TestDb::fresh().await;
-    let prefix = random_prefix();
-    let p = TestPod::start(&db, &prefix).await;
+    let app = TestApp::builder().build().await;
+    let (p, prefix) = (app.pod(0), &app.prefix);
     let long = format!("{}@example.test", "a".repeat(250));
-    let r = p
-        .client
-        .post(p.url("/auth/login"))
-        .json(&json!({"email": long, "password": "whatever"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    let body: Value = r.json().await.unwrap();
+    let (status, body) = p.try_login(&long, "whatever").await;
+    assert_eq!(status, 400);
     assert_eq!(body["code"], "email_too_long");
 
-    let r = p
-        .client
-        .post(p.url("/auth/login"))
-        .json(&json!({"email": "  Someone@Example.TEST ", "password": "wrong password"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
-    let client = switchboard_testing::redis_client(&redis_url());
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:limit:login:*"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let (status, _) = p
+        .try_login("  Someone@Example.TEST ", "wrong password")
+        .await;
+    assert_eq!(status, 401);
+    let keys = redis_keys(&format!("{prefix}:limit:login:*")).await;
     let hash = hex::encode(Sha256::digest(b"someone@example.test"));
     assert_eq!(keys, [format!("{prefix}:limit:login:{hash}")]);
 }
 
 #[tokio::test]
 async fn secrets_that_cannot_work_are_refused_at_create_naming_the_field() {
-    let db = TestDb::fresh().await;
-    let p = TestPod::start(&db, &random_prefix()).await;
-    let (org, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token = p.login(&email, &password).await;
+    let app = TestApp::builder().build().await;
+    let admin = app.member(None, Role::Admin).await;
+    let user = app.pod(0).as_user(&admin.token);
     let cases = [
         (
             "telegram",
@@ -71,16 +52,10 @@ async fn secrets_that_cannot_work_are_refused_at_create_naming_the_field() {
         ),
     ];
     for (channel, secrets, field) in cases {
-        let r = p
-            .client
-            .post(p.url("/channel-connections"))
-            .bearer_auth(&token)
-            .json(&json!({"org_id": org, "channel": channel, "name": "x", "secrets": secrets}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 422, "{channel} {secrets}");
-        let body: Value = r.json().await.unwrap();
+        let body =
+            json!({"org_id": admin.org, "channel": channel, "name": "x", "secrets": secrets});
+        let (status, body) = user.post("/channel-connections", body).await;
+        assert_eq!(status, 422, "{channel} {secrets}");
         let message = body["message"].as_str().unwrap();
         assert!(message.contains(field), "{message}");
         let value = secrets[field].as_str().unwrap();
@@ -104,9 +79,8 @@ async fn ready_names_failing_dependencies_without_driver_text() {
         },
     )
     .await;
-    let r = p.client.get(p.url("/ready")).send().await.unwrap();
-    assert_eq!(r.status(), 503);
-    let body: Value = r.json().await.unwrap();
+    let (status, body) = p.ready().await;
+    assert_eq!(status, 503);
     for dep in ["postgres", "redis"] {
         let check = &body["checks"][dep];
         assert_eq!(check["ok"], false, "{body}");
@@ -124,13 +98,12 @@ async fn ready_names_failing_dependencies_without_driver_text() {
 
 #[tokio::test]
 async fn metrics_can_be_served_on_their_own_address() {
-    let db = TestDb::fresh().await;
-    let p = TestPod::start_with(&db, &redis_url(), &random_prefix(), |v| {
-        v.insert("METRICS_ADDR".into(), "127.0.0.1:0".into());
-    })
-    .await;
-    let api = p.client.get(p.url("/metrics")).send().await.unwrap();
-    assert_eq!(api.status(), 404, "not on the public port");
+    let app = TestApp::builder()
+        .env("METRICS_ADDR", "127.0.0.1:0")
+        .build()
+        .await;
+    let p = app.pod(0);
+    assert_eq!(p.status("/metrics").await, 404, "not on the public port");
     let addr = p.server.metrics_addr().expect("bound");
     let r = p
         .client

@@ -3,43 +3,28 @@
 
 use serde_json::Value;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 use switchboard_config::SCHEDULED_JOBS;
 use switchboard_domain::Role;
-use switchboard_testing::{TestDb, TestPod, random_prefix, redis_url, seed_member};
+use switchboard_testing::{TestApp, TestAppBuilder, TestDb, seed_member};
 use uuid::Uuid;
 
-/// Every job on `schedule`, plus `extra`.
-fn schedules(schedule: &str) -> impl Fn(&mut HashMap<String, String>) + Clone + '_ {
-    move |v: &mut HashMap<String, String>| {
-        for job in SCHEDULED_JOBS {
-            let var = format!("SCHEDULE_{}", job.to_ascii_uppercase().replace('-', "_"));
-            v.insert(var, schedule.to_owned());
-        }
-        v.insert("SCHEDULER_LEASE_MS".into(), "3000".into());
-    }
+/// Every job on `schedule` (a one-second lease so a run is renewed often).
+fn every_job_on(schedule: &str) -> TestAppBuilder {
+    let schedules = SCHEDULED_JOBS.iter().map(|job| {
+        let var = format!("SCHEDULE_{}", job.to_ascii_uppercase().replace('-', "_"));
+        (var, schedule.to_owned())
+    });
+    TestApp::builder()
+        .envs(schedules)
+        .env("SCHEDULER_LEASE_MS", "3000")
 }
 
-async fn pods(
-    db: &TestDb,
-    n: usize,
-    tweak: impl Fn(&mut HashMap<String, String>) + Clone,
-) -> Vec<TestPod> {
-    let prefix = random_prefix();
-    let mut pods = Vec::new();
-    for _ in 0..n {
-        pods.push(TestPod::start_with(db, &redis_url(), &prefix, tweak.clone()).await);
-    }
-    pods
-}
-
-async fn stop(pods: Vec<TestPod>) {
-    for p in &pods {
-        p.server.begin_shutdown();
-    }
-    for p in pods {
-        let _ = p.server.wait().await;
-    }
+/// Every job off (a slot on the first of January) but `job`, which runs every second.
+fn only_every_second(job: &str) -> TestAppBuilder {
+    let var = format!("SCHEDULE_{}", job.to_ascii_uppercase().replace('-', "_"));
+    every_job_on("0 0 0 1 1 *")
+        .env(&var, "* * * * * *")
+        .env("SCHEDULER_SKIP_MISSED", &SCHEDULED_JOBS.join(","))
 }
 
 async fn connection(db: &TestDb, org: Uuid) -> Uuid {
@@ -69,12 +54,19 @@ async fn three_pods_on_one_second_schedules_run_every_job_once_per_slot() {
         .await
         .unwrap();
     let started = chrono::Utc::now();
-    let pods = pods(&db, 3, schedules("* * * * * *")).await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    stop(pods).await;
-    // Whole seconds well inside the run, so no slot is cut by start-up or shutdown.
+    let app = every_job_on("* * * * * *").pods(3).db(db).build().await;
+    // Whole seconds well inside the run, so no slot is cut by start-up or shutdown: the
+    // pods stop once every job has run a slot a second past the last of them.
     let from = started + chrono::Duration::seconds(2);
     let to = started + chrono::Duration::seconds(9);
+    let done = format!(
+        "SELECT count(DISTINCT job) FROM cron_runs WHERE slot >= '{}'::timestamptz
+           AND status <> 'running'",
+        (to + chrono::Duration::seconds(1)).to_rfc3339()
+    );
+    let jobs = SCHEDULED_JOBS.len() as i64;
+    assert_eq!(app.db.wait_for_count(&done, jobs).await, jobs);
+    let db = app.stop().await;
     let expected = to.timestamp() - from.timestamp();
     let mut by_pod: HashMap<String, i64> = HashMap::new();
     for job in SCHEDULED_JOBS {
@@ -146,12 +138,12 @@ async fn a_snoozed_item_comes_due_once_with_three_pods() {
     .execute(&pool)
     .await
     .unwrap();
-    let only_snooze = |v: &mut HashMap<String, String>| {
-        schedules("0 0 0 1 1 *")(v);
-        v.insert("SCHEDULE_SNOOZE_RESURFACE".into(), "* * * * * *".into());
-        v.insert("SCHEDULER_SKIP_MISSED".into(), SCHEDULED_JOBS.join(","));
-    };
-    let pods = pods(&db, 3, only_snooze).await;
+    let app = only_every_second("snooze-resurface")
+        .pods(3)
+        .db(db)
+        .build()
+        .await;
+    let db = &app.db;
     let pending = format!(
         "SELECT count(*) FROM expert_queue WHERE id = '{}' AND status = 'pending' AND snoozed_until IS NULL",
         items[0]
@@ -169,11 +161,10 @@ async fn a_snoozed_item_comes_due_once_with_three_pods() {
          AND slot > '{}'::timestamptz + interval '1 second'",
         resurfaced_at.to_rfc3339()
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while db.count(&later).await < 2 {
-        assert!(Instant::now() < deadline, "no later slots ran");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    assert!(
+        db.wait_for_at_least(&later, 2).await >= 2,
+        "no later slots ran"
+    );
     let events = format!(
         "SELECT (SELECT count(*) FROM events WHERE event = 'queue_item_updated' AND payload->>'id' = '{0}')
               + (SELECT count(*) FROM event_outbox WHERE event = 'queue_item_updated' AND payload->>'id' = '{0}')",
@@ -198,38 +189,36 @@ async fn a_snoozed_item_comes_due_once_with_three_pods() {
         items[0]
     );
     assert_eq!(db.wait_for_count(&delivered, 1).await, 1);
-    let token = pods[0].login(&email, &password).await;
-    let r = pods[1]
-        .client
-        .get(pods[1].url(&format!("/reports?org_id={org}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let body: Value = r.json().await.unwrap();
+    let token = app.pod(0).login(&email, &password).await;
+    let (status, body) = app
+        .pod(1)
+        .as_user(&token)
+        .get(&format!("/reports?org_id={org}"))
+        .await;
+    assert_eq!(status, 200);
     assert!(
         body["items"].as_array().unwrap().is_empty(),
         "no report job ran: {body}"
     );
     pool.close().await;
-    stop(pods).await;
+    app.stop().await;
 }
 
 #[tokio::test]
 async fn reports_follow_the_org_time_zone_and_are_listed_with_an_event() {
     let db = TestDb::fresh().await;
     let (org, email, password) = seed_member(&db, None, Role::Admin).await;
-    let no_jobs = |v: &mut HashMap<String, String>| {
-        schedules("0 0 0 1 1 *")(v);
-        v.insert("SCHEDULER_SKIP_MISSED".into(), SCHEDULED_JOBS.join(","));
-    };
-    let pod = TestPod::start_with(&db, &redis_url(), &random_prefix(), no_jobs).await;
-    let token = pod.login(&email, &password).await;
+    let app = every_job_on("0 0 0 1 1 *")
+        .env("SCHEDULER_SKIP_MISSED", &SCHEDULED_JOBS.join(","))
+        .db(db)
+        .build()
+        .await;
+    let token = app.pod(0).login(&email, &password).await;
+    let settings = format!("/orgs/{org}/settings");
     let set = |tz: &str| {
-        pod.client
-            .patch(pod.url(&format!("/orgs/{org}/settings")))
-            .bearer_auth(&token)
+        app.pod(0)
+            .as_user(&token)
+            .request(reqwest::Method::PATCH, &settings)
             .json(&serde_json::json!({"time_zone": tz}))
             .send()
     };
@@ -238,25 +227,14 @@ async fn reports_follow_the_org_time_zone_and_are_listed_with_an_event() {
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["time_zone"], "Europe/Berlin");
-    stop(vec![pod]).await;
+    let db = app.stop().await;
 
     // The daily summary on a one-second schedule, read in Berlin.
-    let daily = |v: &mut HashMap<String, String>| {
-        schedules("0 0 0 1 1 *")(v);
-        v.insert("SCHEDULE_DAILY_SUMMARY".into(), "* * * * * *".into());
-        v.insert("SCHEDULER_SKIP_MISSED".into(), SCHEDULED_JOBS.join(","));
-    };
-    let pod = TestPod::start_with(&db, &redis_url(), &random_prefix(), daily).await;
+    let app = only_every_second("daily-summary").db(db).build().await;
     let ready = "SELECT count(*) FROM events WHERE event = 'report_ready'";
-    assert_eq!(db.wait_for_count(ready, 1).await, 1);
-    let r = pod
-        .client
-        .get(pod.url("/reports?kind=daily_summary"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    let body: Value = r.json().await.unwrap();
+    assert_eq!(app.db.wait_for_count(ready, 1).await, 1);
+    let user = app.pod(0).as_user(&token);
+    let (_, body) = user.get("/reports?kind=daily_summary").await;
     let items = body["items"].as_array().unwrap();
     assert_eq!(items.len(), 1, "{body}");
     let report = &items[0];
@@ -268,13 +246,6 @@ async fn reports_follow_the_org_time_zone_and_are_listed_with_an_event() {
     let berlin: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
     let local = start.with_timezone(&berlin);
     assert_eq!(local.format("%H:%M").to_string(), "00:00");
-    let r = pod
-        .client
-        .get(pod.url("/reports?kind=nonsense"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 422);
-    stop(vec![pod]).await;
+    assert_eq!(user.get("/reports?kind=nonsense").await.0, 422);
+    app.stop().await;
 }

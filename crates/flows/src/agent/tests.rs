@@ -35,7 +35,7 @@ fn client(url: &str) -> AgentClient {
 /// so a reader that waits for a whole oversized answer fails here instead of passing late.
 async fn draft(url: &str) -> Result<Draft, AgentError> {
     let history = [super::ChatLine {
-        role: "customer".into(),
+        role: switchboard_domain::Author::Customer,
         text: "Where is my order?".into(),
     }];
     let client = client(url);
@@ -55,7 +55,7 @@ fn reply_of_size(size: usize) -> Vec<u8> {
 
 fn failure(result: Result<Draft, AgentError>) -> String {
     match result {
-        Err(AgentError::Failed(reason)) => reason,
+        Err(AgentError::Failed(reason)) => reason.to_string(),
         other => panic!("expected AgentError::Failed, got {other:?}"),
     }
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 use switchboard_coord::breaker::{self, Breaker, BreakerState};
 use switchboard_coord::{CoordError, Redis};
-use switchboard_domain::ChannelKind;
+use switchboard_domain::{ChannelKind, periodic};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -77,17 +77,14 @@ pub async fn refresh_gauges(redis: &Redis, threshold: u32) -> Result<(), CoordEr
 /// Refreshes the gauges every [`GAUGE_INTERVAL`] until `token` is cancelled.
 pub fn spawn_gauges(deps: Deps, token: CancellationToken, tracker: &TaskTracker) {
     let threshold = deps.dispatch.settings().breaker.threshold;
-    tracker.spawn(async move {
-        let mut tick = tokio::time::interval(GAUGE_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            if let Err(e) = refresh_gauges(&deps.redis, threshold).await {
-                tracing::debug!(error = %e, "could not refresh the breaker gauges");
-            }
-        }
-    });
+    periodic::every(
+        "breaker gauges",
+        GAUGE_INTERVAL,
+        &token,
+        tracker,
+        move || {
+            let redis = deps.redis.clone();
+            async move { refresh_gauges(&redis, threshold).await }
+        },
+    );
 }

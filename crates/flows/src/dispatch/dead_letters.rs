@@ -9,16 +9,12 @@
 use super::record::raise_alerts;
 use crate::Deps;
 use chrono::Utc;
-use serde_json::Value;
 use sqlx::PgConnection;
-use switchboard_domain::EventKind;
 use switchboard_domain::events::MessageStatusUpdated;
+use switchboard_domain::{DeliveryStatus, Event};
 use switchboard_store::dead_letters::{self, Requeued};
 use switchboard_store::{StoreError, event_outbox};
 use uuid::Uuid;
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "dead-letters";
 
 /// Most rows handed back per slot.
 const BATCH: i64 = 500;
@@ -32,16 +28,15 @@ pub struct Report {
     pub alerted: usize,
 }
 
-fn retry_event(r: &Requeued) -> (Uuid, EventKind, Value) {
-    let payload = MessageStatusUpdated {
+fn retry_event(r: &Requeued) -> (Uuid, Event) {
+    let event = Event::MessageStatusUpdated(MessageStatusUpdated {
         conversation_id: r.conversation_id,
         message_id: r.message_id,
-        delivery_status: "retry".to_owned(),
+        delivery_status: DeliveryStatus::Retry,
         error: None,
         at: Utc::now(),
-    };
-    let payload = serde_json::to_value(payload).unwrap_or_default();
-    (r.org_id, EventKind::MessageStatusUpdated, payload)
+    });
+    (r.org_id, event)
 }
 
 /// One pass: hands the due dead letters back to the dispatch job and raises the alerts a
@@ -86,8 +81,8 @@ pub async fn retry_now(tx: &mut PgConnection, id: Uuid) -> Result<Option<Requeue
     let Some(requeued) = dead_letters::retry_now(tx, id).await? else {
         return Ok(None);
     };
-    let (org, kind, payload) = retry_event(&requeued);
-    event_outbox::enqueue(&mut *tx, org, &[(kind, payload)]).await?;
+    let (org, event) = retry_event(&requeued);
+    event_outbox::enqueue(&mut *tx, org, &[event]).await?;
     Ok(Some(requeued))
 }
 

@@ -13,19 +13,18 @@
 //!   window "Exactly once in effect" in docs/ARCHITECTURE.md describes).
 
 use super::DispatchError;
-use super::send::backoff;
 use crate::Deps;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use switchboard_domain::backoff::Backoff;
 use switchboard_store::StoreError;
 use switchboard_store::delivery::{self, Claimed};
 use tokio::time::Instant;
 
-/// First wait before a failed fenced write is tried again, doubled (with jitter) each time.
-const WRITE_RETRY_BASE: Duration = Duration::from_millis(50);
-/// Longest wait between two tries.
-const WRITE_RETRY_MAX: Duration = Duration::from_secs(1);
+/// Waits before a failed fenced write is tried again: from 50 ms, doubled (with jitter) each
+/// time, at most 1 s.
+const WRITE_RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
 
 /// The lease of one claimed row.
 #[derive(Debug)]
@@ -141,7 +140,7 @@ impl Lease {
             let deadline = self
                 .until()
                 .min(*failed_at.get_or_insert(now) + self.length);
-            let wait = backoff(WRITE_RETRY_BASE, tries).min(WRITE_RETRY_MAX);
+            let wait = WRITE_RETRY.delay(tries);
             if now + wait >= deadline || self.lost.load(Ordering::SeqCst) {
                 metrics::counter!("outbound_fenced_write_failures_total", "outcome" => "given_up")
                     .increment(1);

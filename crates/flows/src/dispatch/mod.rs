@@ -43,6 +43,7 @@ use std::time::Duration;
 use switchboard_channels::outbound::{BuildError, ProviderBases, Providers};
 use switchboard_config::Config;
 use switchboard_coord::breaker::BreakerConfig;
+use switchboard_domain::backoff::Backoff;
 use switchboard_store::StoreError;
 use switchboard_store::crypto::SecretCipher;
 
@@ -58,32 +59,33 @@ pub const MAX_DEAD_LETTER_RETRIES: i32 = 5;
 pub struct Settings {
     /// How long a job holds its outbox row (`OUTBOX_LEASE_SECS`).
     pub lease: Duration,
-    /// First retry delay, doubled per attempt, with jitter (`OUTBOUND_RETRY_BASE_MS`).
-    pub retry_base: Duration,
+    /// Waits between provider attempts: from `OUTBOUND_RETRY_BASE_MS`, doubled per attempt,
+    /// with jitter.
+    pub retry: Backoff,
     /// Longest wait a worker sleeps through (`OUTBOUND_MAX_INLINE_WAIT_MS`).
     pub max_inline_wait: Duration,
     /// The per-connection breaker.
     pub breaker: BreakerConfig,
-    /// First dead-letter retry delay, doubled per retry (`DEAD_LETTER_BACKOFF_MS`).
-    pub dead_letter_backoff: Duration,
+    /// Waits between dead-letter retries: from `DEAD_LETTER_BACKOFF_MS`, doubled per retry.
+    pub dead_letter_backoff: Backoff,
 }
 
 impl Settings {
     /// The settings `config` describes.
     pub fn from_config(config: &Config) -> Self {
-        let timeout = Duration::from_millis(config.outbound_timeout_ms.max(1));
+        let outbound = &config.outbound;
         Self {
-            lease: Duration::from_secs(config.outbox_lease_secs.max(1)),
-            retry_base: Duration::from_millis(config.outbound_retry_base_ms),
-            max_inline_wait: Duration::from_millis(config.outbound_max_inline_wait_ms),
+            lease: config.outbox.lease,
+            retry: Backoff::new(outbound.retry_base, Duration::MAX),
+            max_inline_wait: outbound.max_inline_wait,
             breaker: BreakerConfig {
-                threshold: config.outbound_breaker_threshold.max(1),
+                threshold: outbound.breaker_threshold,
                 window: Duration::from_secs(60),
-                cooldown: Duration::from_millis(config.outbound_breaker_cooldown_ms.max(1)),
+                cooldown: outbound.breaker_cooldown,
                 // A probe is one provider call: it cannot take longer than the timeout.
-                probe_ttl: timeout + Duration::from_secs(2),
+                probe_ttl: outbound.timeout + Duration::from_secs(2),
             },
-            dead_letter_backoff: Duration::from_millis(config.dead_letter_backoff_ms),
+            dead_letter_backoff: Backoff::new(outbound.dead_letter_backoff, Duration::MAX).exact(),
         }
     }
 }
@@ -110,14 +112,13 @@ impl Dispatcher {
     /// `OUTBOUND_TIMEOUT_MS`.
     pub fn new(config: &Config, cipher: SecretCipher) -> Result<Self, BuildError> {
         let bases = ProviderBases {
-            slack: config.slack_api_base.clone(),
-            twilio: config.twilio_api_base.clone(),
-            telegram: config.telegram_api_base.clone(),
-            resend: config.resend_api_base.clone(),
+            slack: config.channels.slack_api_base.clone(),
+            twilio: config.channels.twilio_api_base.clone(),
+            telegram: config.channels.telegram_api_base.clone(),
+            resend: config.channels.resend_api_base.clone(),
         };
-        let timeout = Duration::from_millis(config.outbound_timeout_ms.max(1));
         Ok(Self {
-            providers: Providers::new(bases, timeout)?,
+            providers: Providers::new(bases, config.outbound.timeout)?,
             cipher,
             settings: Settings::from_config(config),
         })
@@ -177,6 +178,6 @@ pub enum DispatchError {
 
 impl From<sqlx::Error> for DispatchError {
     fn from(e: sqlx::Error) -> Self {
-        DispatchError::Store(StoreError::Sqlx(e))
+        DispatchError::Store(StoreError::from(e))
     }
 }

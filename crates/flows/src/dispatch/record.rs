@@ -8,9 +8,10 @@
 use super::lease::Lease;
 use super::{DispatchError, MAX_DEAD_LETTER_RETRIES, Outcome};
 use crate::Deps;
+use crate::alerts;
 use std::time::Duration;
-use switchboard_domain::EventKind;
 use switchboard_domain::events::MessageStatusUpdated;
+use switchboard_domain::{DeliveryStatus, Event};
 use switchboard_store::delivery::{self, Claimed, Failure};
 use switchboard_store::{dead_letters, event_outbox};
 
@@ -42,18 +43,14 @@ impl Verdict {
 }
 
 /// The `message_status_updated` event of the reply of outbox row `row`.
-fn event(row: &Claimed, status: &str, error: Option<&str>) -> (EventKind, serde_json::Value) {
-    let payload = MessageStatusUpdated {
+fn event(row: &Claimed, status: DeliveryStatus, error: Option<&str>) -> Event {
+    Event::MessageStatusUpdated(MessageStatusUpdated {
         conversation_id: row.conversation_id,
         message_id: row.message_id,
-        delivery_status: status.to_owned(),
+        delivery_status: status,
         error: error.map(str::to_owned),
         at: chrono::Utc::now(),
-    };
-    (
-        EventKind::MessageStatusUpdated,
-        serde_json::to_value(payload).unwrap_or_default(),
-    )
+    })
 }
 
 /// Every part was accepted.
@@ -64,9 +61,9 @@ pub(super) async fn sent(
     accepted: &[String],
 ) -> Result<Outcome, DispatchError> {
     let first = accepted.first().map_or("", String::as_str);
-    let (kind, payload) = event(row, "sent", None);
+    let event = event(row, DeliveryStatus::Sent, None);
     let mark = || async {
-        let sent = delivery::mark_sent(&deps.db, row.id, row.lease_id, first, (kind, &payload));
+        let sent = delivery::mark_sent(&deps.db, row.id, row.lease_id, first, &event);
         Ok(sent.await?.then_some(()))
     };
     if lease.write(deps, "sent", mark).await?.is_none() {
@@ -92,11 +89,17 @@ pub(super) async fn retry(
 ) -> Result<bool, DispatchError> {
     let reason = verdict.reason();
     tracing::info!(outbox_id = %row.id, channel = %row.channel, wait_ms = wait.as_millis() as u64, %reason, "outbound attempt failed; retrying");
-    let (kind, payload) = event(row, "retry", Some(reason));
+    let event = event(row, DeliveryStatus::Retry, Some(reason));
     let mark = || async {
-        let event = (kind, &payload);
-        let marked =
-            delivery::mark_retry(&deps.db, row.id, row.lease_id, reason, wait, release, event);
+        let marked = delivery::mark_retry(
+            &deps.db,
+            row.id,
+            row.lease_id,
+            reason,
+            wait,
+            release,
+            &event,
+        );
         Ok(marked.await?.then_some(()))
     };
     let recorded = lease.write(deps, "retry", mark).await?.is_some();
@@ -162,7 +165,7 @@ pub(super) async fn failed(
             tx.rollback().await?;
             return Ok(None);
         };
-        let events = [event(row, &failed.status, Some(failure.error))];
+        let events = [event(row, failed.status, Some(failure.error))];
         event_outbox::enqueue(&mut *tx, failed.org_id, &events).await?;
         tx.commit().await?;
         Ok(Some(failed))
@@ -171,7 +174,7 @@ pub(super) async fn failed(
         return Ok(Outcome::LeaseLost);
     };
     deps.emitter.wake();
-    let dead = failed.status == "dead";
+    let dead = failed.status == DeliveryStatus::Dead;
     metrics::counter!("outbound_dead_letters_total", "channel" => row.channel.as_str(), "status" => if dead { "dead" } else { "queued" })
         .increment(1);
     tracing::warn!(outbox_id = %row.id, channel = %row.channel, attempts, dead, error = failure.error, "outbound delivery failed; dead-lettered");
@@ -193,21 +196,7 @@ pub(crate) async fn raise_alerts(deps: &Deps, only: Option<uuid::Uuid>) -> usize
     };
     for a in &alerts {
         metrics::counter!("dead_letter_alerts_total", "channel" => a.channel.as_str()).increment(1);
-        // `tracing::error!` is what Sentry captures as an event.
-        tracing::error!(
-            target: "switchboard::alert",
-            failure_id = %a.id,
-            outbox_id = %a.outbox_id,
-            org_id = %a.org_id,
-            channel = %a.channel,
-            provider_status = a.provider_status,
-            attempts = a.attempts,
-            retries = a.retries,
-            error = %a.error,
-            "outbound reply is dead after {} dead-letter retries: {}",
-            a.retries,
-            a.error
-        );
+        alerts::reply_dead(a);
     }
     alerts.len()
 }

@@ -6,7 +6,6 @@ use super::record::{self, Ending, Verdict};
 use super::{DispatchError, MAX_ATTEMPTS, Outcome, breakers};
 use crate::Deps;
 use crate::faults::DispatchPoint;
-use rand::Rng;
 use std::time::Duration;
 use switchboard_channels::outbound::{PartOutcome, PartRequest, max_chars, split};
 use switchboard_coord::breaker::Admission;
@@ -72,7 +71,10 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
             return record::failed(deps, &lease, &row, attempts, &verdict, Ending::Retried).await;
         }
         let settings = deps.dispatch.settings();
-        let mut wait = backoff(settings.retry_base, attempts).max(after.unwrap_or_default());
+        let mut wait = settings
+            .retry
+            .delay(attempts.unsigned_abs())
+            .max(after.unwrap_or_default());
         if opened {
             wait = wait.max(settings.breaker.cooldown);
         }
@@ -231,33 +233,4 @@ async fn send_parts(
         }
     }
     Ok(Sent::All)
-}
-
-/// `base × 2^(attempt − 1)`, with ±50 % jitter so retries of many rows spread out: the
-/// provider attempts' wait, and the fenced writes' (see [`super::lease`]).
-pub(super) fn backoff(base: Duration, attempt: i32) -> Duration {
-    let exp = u32::try_from(attempt.saturating_sub(1))
-        .unwrap_or(0)
-        .min(16);
-    let nominal = base.saturating_mul(2u32.pow(exp));
-    nominal.mul_f64(rand::thread_rng().gen_range(0.5..1.5))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::backoff;
-    use std::time::Duration;
-
-    #[test]
-    fn backoff_doubles_within_its_jitter() {
-        let base = Duration::from_millis(100);
-        for attempt in 1..=4 {
-            let nominal = 100.0 * f64::from(2u32.pow(attempt as u32 - 1));
-            let got = backoff(base, attempt).as_secs_f64() * 1000.0;
-            assert!(
-                got >= nominal * 0.5 && got <= nominal * 1.5,
-                "{attempt}: {got}"
-            );
-        }
-    }
 }

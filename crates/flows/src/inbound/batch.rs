@@ -15,8 +15,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::InboxMessage;
+use switchboard_domain::{Author, ChannelKind};
 use switchboard_store::inbox::{self, InboundEvent};
 use switchboard_store::{PgPool, StoreError};
 use uuid::Uuid;
@@ -54,7 +54,7 @@ pub struct StoredMessage {
     /// The earlier message's draft, if it has one: its fallback flag.
     pub drafted: Option<bool>,
     /// The conversation's latest messages before this one, oldest first.
-    pub authors: Vec<String>,
+    pub authors: Vec<Author>,
     /// Their texts.
     pub bodies: Vec<String>,
 }

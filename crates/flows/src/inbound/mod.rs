@@ -9,8 +9,8 @@ use crate::Deps;
 use crate::agent::ChatLine;
 use crate::email_body::FetchError;
 use serde_json::json;
-use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::{InboxMessage, InboxPayload};
+use switchboard_domain::{Author, ChannelKind};
 use switchboard_store::StoreError;
 use switchboard_store::inbox;
 use uuid::Uuid;
@@ -76,7 +76,7 @@ pub enum JobError {
 
 impl From<sqlx::Error> for JobError {
     fn from(e: sqlx::Error) -> Self {
-        JobError::Store(StoreError::Sqlx(e))
+        JobError::Store(StoreError::from(e))
     }
 }
 
@@ -170,11 +170,11 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
             entry,
         })
         .await?;
-    let mut history: Vec<(String, String)> = authors.into_iter().zip(bodies).collect();
+    let mut history: Vec<(Author, String)> = authors.into_iter().zip(bodies).collect();
     if inserted {
         deps.emitter.wake();
         // The statement's own snapshot did not see the message it stored.
-        history.push(("customer".to_owned(), text));
+        history.push((Author::Customer, text));
         let excess = history.len().saturating_sub(RECENT_LEN);
         history.drain(..excess);
     } else if let Some(fallback) = drafted {
@@ -273,7 +273,7 @@ async fn draft(
     org_id: Uuid,
     conversation_id: Uuid,
     message_id: Uuid,
-    history: Vec<(String, String)>,
+    history: Vec<(Author, String)>,
 ) -> Result<bool, JobError> {
     let lines = prompt_lines(history, deps.inbox_policy.prompt_max_bytes);
     let (body, confidence, cost, fallback) = match deps
@@ -315,7 +315,7 @@ async fn draft(
 
 /// The conversation for the agent, oldest first, within `max_bytes` of text: the newest
 /// messages are kept (the newest one shortened if it alone is too long), older ones dropped.
-fn prompt_lines(history: Vec<(String, String)>, max_bytes: usize) -> Vec<ChatLine> {
+fn prompt_lines(history: Vec<(Author, String)>, max_bytes: usize) -> Vec<ChatLine> {
     let mut left = max_bytes;
     let mut lines: Vec<ChatLine> = Vec::with_capacity(history.len());
     for (role, text) in history.into_iter().rev() {
@@ -347,13 +347,13 @@ mod tests {
 
     #[test]
     fn the_prompt_keeps_the_newest_messages_within_its_budget() {
-        let history: Vec<(String, String)> = (0..5)
-            .map(|i| ("customer".to_owned(), format!("{i}").repeat(400)))
+        let history: Vec<(Author, String)> = (0..5)
+            .map(|i| (Author::Customer, format!("{i}").repeat(400)))
             .collect();
         let lines = prompt_lines(history.clone(), 1024);
         let texts: Vec<&str> = lines.iter().map(|l| &l.text[..1]).collect();
         assert_eq!(texts, ["3", "4"], "oldest first, newest kept");
-        let huge = vec![("customer".to_owned(), "x".repeat(10_000))];
+        let huge = vec![(Author::Customer, "x".repeat(10_000))];
         let lines = prompt_lines(huge, 1024);
         assert!(lines.len() == 1 && lines[0].text.len() <= 1024);
     }

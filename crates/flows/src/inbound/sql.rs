@@ -139,7 +139,7 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
          LEFT JOIN LATERAL (
            SELECT array_agg(author ORDER BY created_at, id) AS authors,
                   array_agg(body ORDER BY created_at, id) AS bodies
-           FROM (SELECT author::text AS author, body, created_at, id FROM messages
+           FROM (SELECT author, body, created_at, id FROM messages
                  WHERE conversation_id = v.id ORDER BY created_at DESC, id DESC LIMIT $12) last
          ) r ON true
          ORDER BY i.n",

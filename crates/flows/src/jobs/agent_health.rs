@@ -14,9 +14,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use switchboard_coord::Redis;
 use switchboard_coord::breaker::BreakerState;
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "agent-health";
+use switchboard_domain::JobName;
 
 /// Failed probes in a row after which the alert is raised.
 pub const FAILING_AFTER: u64 = 5;
@@ -78,8 +76,8 @@ pub struct AgentHealthProbe {
 
 #[async_trait]
 impl Job for AgentHealthProbe {
-    fn name(&self) -> &'static str {
-        JOB
+    fn name(&self) -> JobName {
+        JobName::AgentHealth
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {

@@ -5,10 +5,8 @@ use crate::alerts::{AlertKind, Alerts};
 use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use switchboard_domain::JobName;
 use switchboard_store::{PgPool, scheduled};
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "backlog-alert";
 
 /// The scheduled job.
 pub struct BacklogAlert {
@@ -20,8 +18,8 @@ pub struct BacklogAlert {
 
 #[async_trait]
 impl Job for BacklogAlert {
-    fn name(&self) -> &'static str {
-        JOB
+    fn name(&self) -> JobName {
+        JobName::BacklogAlert
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {

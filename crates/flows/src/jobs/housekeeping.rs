@@ -14,6 +14,7 @@ use crate::upkeep;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchboard_domain::JobName;
 use switchboard_store::{PgPool, cron_runs};
 
 /// Vacuums finished jobs and forgets gone workers of every queue.
@@ -24,8 +25,8 @@ pub struct QueueUpkeep {
 
 #[async_trait]
 impl Job for QueueUpkeep {
-    fn name(&self) -> &'static str {
-        "queue-upkeep"
+    fn name(&self) -> JobName {
+        JobName::QueueUpkeep
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
@@ -54,8 +55,8 @@ pub struct SchedulerPrune {
 
 #[async_trait]
 impl Job for SchedulerPrune {
-    fn name(&self) -> &'static str {
-        "scheduler-prune"
+    fn name(&self) -> JobName {
+        JobName::SchedulerPrune
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {

@@ -13,40 +13,9 @@ use chrono_tz::Tz;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use switchboard_domain::events::ReportReady;
-use switchboard_domain::{Emitter, EventKind};
+use switchboard_domain::{Emitter, Event, JobName, ReportKind};
 use switchboard_store::reports::{self, NewReport};
 use switchboard_store::{PgPool, StoreError, event_outbox};
-
-/// Which report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportKind {
-    /// The previous local day's activity.
-    DailySummary,
-    /// The previous seven local days' activity.
-    WeeklyReport,
-    /// Items flagged for review, now.
-    ReviewSummary,
-}
-
-impl ReportKind {
-    /// The `reports.kind` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReportKind::DailySummary => "daily_summary",
-            ReportKind::WeeklyReport => "weekly_report",
-            ReportKind::ReviewSummary => "review_summary",
-        }
-    }
-
-    /// The `cron_runs.job` name.
-    pub fn job(self) -> &'static str {
-        match self {
-            ReportKind::DailySummary => "daily-summary",
-            ReportKind::WeeklyReport => "weekly-report",
-            ReportKind::ReviewSummary => "review-summary",
-        }
-    }
-}
 
 /// The scheduled job for one kind of report.
 pub struct ReportJob {
@@ -79,8 +48,12 @@ pub fn period(kind: ReportKind, slot: DateTime<Utc>, tz: Tz) -> (DateTime<Utc>, 
 
 #[async_trait]
 impl Job for ReportJob {
-    fn name(&self) -> &'static str {
-        self.kind.job()
+    fn name(&self) -> JobName {
+        match self.kind {
+            ReportKind::DailySummary => JobName::DailySummary,
+            ReportKind::WeeklyReport => JobName::WeeklyReport,
+            ReportKind::ReviewSummary => JobName::ReviewSummary,
+        }
     }
 
     fn per_org_zone(&self) -> bool {
@@ -101,22 +74,20 @@ impl Job for ReportJob {
             let mut tx = self.db.begin().await.map_err(StoreError::from)?;
             let new = NewReport {
                 org_id: *org_id,
-                kind: self.kind.as_str(),
+                kind: self.kind,
                 period_start: start,
                 period_end: end,
                 time_zone: zone,
                 data,
             };
             if let Some(report) = reports::insert(&mut tx, &new).await? {
-                let payload = ReportReady {
+                let ready = Event::ReportReady(ReportReady {
                     report_id: report.id,
-                    kind: report.kind.clone(),
+                    kind: report.kind,
                     period_start: report.period_start,
                     period_end: report.period_end,
-                };
-                let payload = serde_json::to_value(payload).unwrap_or_default();
-                event_outbox::enqueue(&mut *tx, *org_id, &[(EventKind::ReportReady, payload)])
-                    .await?;
+                });
+                event_outbox::enqueue(&mut *tx, *org_id, &[ready]).await?;
                 stored += 1;
             }
             tx.commit().await.map_err(StoreError::from)?;

@@ -9,12 +9,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use switchboard_domain::{Emitter, EventKind};
+use switchboard_domain::{Emitter, Event, JobName};
 use switchboard_store::{PgPool, event_outbox, scheduled};
 use uuid::Uuid;
-
-/// The `cron_runs.job` name.
-pub const JOB: &str = "snooze-resurface";
 
 /// Items moved per transaction.
 const BATCH: i64 = 500;
@@ -29,8 +26,8 @@ pub struct SnoozeResurface {
 
 #[async_trait]
 impl Job for SnoozeResurface {
-    fn name(&self) -> &'static str {
-        JOB
+    fn name(&self) -> JobName {
+        JobName::SnoozeResurface
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
@@ -42,12 +39,12 @@ impl Job for SnoozeResurface {
                 .await
                 .map_err(switchboard_store::StoreError::from)?;
             let due = scheduled::resurface_snoozed(&mut tx, BATCH).await?;
-            let mut by_org: BTreeMap<Uuid, Vec<(EventKind, Value)>> = BTreeMap::new();
-            for item in &due {
+            let mut by_org: BTreeMap<Uuid, Vec<Event>> = BTreeMap::new();
+            for resurfaced in &due {
                 by_org
-                    .entry(item.org_id)
+                    .entry(resurfaced.org_id)
                     .or_default()
-                    .push((EventKind::QueueItemUpdated, item.payload.clone()));
+                    .push(Event::QueueItemUpdated(resurfaced.item.clone()));
             }
             for (org, events) in &by_org {
                 event_outbox::enqueue(&mut *tx, *org, events).await?;

@@ -4,11 +4,14 @@ use super::QueueRef;
 use crate::upkeep;
 use apalis::prelude::WorkerError;
 use std::time::Duration;
+use switchboard_domain::backoff::Backoff;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// How often workers that wait for Redis try again.
 const WAIT_FOR_REDIS: Duration = Duration::from_millis(500);
+/// Waits before a stopped worker is started again: 200 ms, doubled per restart, at most 2 s.
+const RESTART: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 
 /// Runs the worker that `run` builds and runs for a name, restarting it under a new name after it
 /// stops on an error (a backend error can leave an apalis worker dead), until `token` is
@@ -51,10 +54,9 @@ pub fn supervise<F, Fut>(
             restarts += 1;
             metrics::counter!("worker_restarts_total", "queue" => queue.name()).increment(1);
             tracing::error!(worker = %name, ?result, "worker stopped; restarting");
-            let backoff = Duration::from_millis(200 * u64::from(restarts.min(10)));
             tokio::select! {
                 () = token.cancelled() => break,
-                () = tokio::time::sleep(backoff) => {}
+                () = tokio::time::sleep(RESTART.delay(restarts)) => {}
             }
         }
     });

@@ -29,10 +29,12 @@ use futures::FutureExt;
 use schedule::Schedule;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use switchboard_domain::{JobName, lease, periodic};
 use switchboard_store::cron_runs::{self, Held, Outcome};
 use switchboard_store::{PgPool, StoreError, reports};
 use tokio_util::sync::CancellationToken;
@@ -72,8 +74,8 @@ pub struct Run {
 /// A periodic job. Runs must be idempotent: a slot may run twice when its first pod died.
 #[async_trait]
 pub trait Job: Send + Sync {
-    /// The `cron_runs.job` name (one of `switchboard_config::SCHEDULED_JOBS`).
-    fn name(&self) -> &'static str;
+    /// The `cron_runs.job` name.
+    fn name(&self) -> JobName;
     /// Whether the schedule is read in each org's time zone.
     fn per_org_zone(&self) -> bool {
         false
@@ -129,7 +131,7 @@ impl Scheduler {
     ) -> Self {
         let busy = entries
             .iter()
-            .map(|e| (e.job.name(), Arc::new(AtomicBool::new(false))))
+            .map(|e| (e.job.name().as_str(), Arc::new(AtomicBool::new(false))))
             .collect();
         Self(Arc::new(Inner {
             db,
@@ -143,7 +145,11 @@ impl Scheduler {
 
     /// The job names.
     pub fn jobs(&self) -> Vec<&'static str> {
-        self.0.entries.iter().map(|e| e.job.name()).collect()
+        self.0
+            .entries
+            .iter()
+            .map(|e| e.job.name().as_str())
+            .collect()
     }
 
     /// Starts one loop per job and the reaper on `tracker` until `token` is cancelled.
@@ -155,8 +161,16 @@ impl Scheduler {
             tracker.spawn(async move { this.job_loop(entry, token).await });
         }
         let this = self.clone();
-        let tracker2 = tracker.clone();
-        tracker.spawn(async move { this.reaper(token, tracker2).await });
+        let runs = tracker.clone();
+        let every =
+            (self.0.settings.lease / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        periodic::every("scheduler reaper", every, &token, tracker, move || {
+            let (this, runs) = (this.clone(), runs.clone());
+            async move {
+                this.reap(&runs).await;
+                Ok::<(), Infallible>(())
+            }
+        });
     }
 
     async fn zones(&self, entry: &Entry) -> Vec<Tz> {
@@ -166,14 +180,14 @@ impl Scheduler {
         match reports::org_time_zones(&self.0.db).await {
             Ok(names) => names.iter().filter_map(|n| n.parse::<Tz>().ok()).collect(),
             Err(e) => {
-                tracing::warn!(job = entry.job.name(), error = %e, "could not read org time zones");
+                tracing::warn!(job = entry.job.name().as_str(), error = %e, "could not read org time zones");
                 Vec::new()
             }
         }
     }
 
     async fn job_loop(&self, entry: Arc<Entry>, token: CancellationToken) {
-        let name = entry.job.name();
+        let name = entry.job.name().as_str();
         let mut last: Option<DateTime<Utc>> = None;
         let mut first = true;
         loop {
@@ -212,7 +226,7 @@ impl Scheduler {
     }
 
     async fn attempt(&self, entry: &Arc<Entry>, slot: DateTime<Utc>, zones: &[Tz]) {
-        let name = entry.job.name();
+        let name = entry.job.name().as_str();
         let s = &self.0.settings;
         match cron_runs::claim(&self.0.db, name, slot, &s.pod_id, s.lease).await {
             Ok(true) => {
@@ -232,7 +246,7 @@ impl Scheduler {
 
     /// Runs a held slot: renews its lease while the job works, then records the outcome.
     async fn execute(&self, entry: &Arc<Entry>, held: Held, zones: Vec<Tz>) {
-        let name = entry.job.name();
+        let name = entry.job.name().as_str();
         let busy = self.busy(name).cloned();
         if let Some(b) = &busy {
             b.store(true, Ordering::SeqCst);
@@ -243,16 +257,11 @@ impl Scheduler {
             zones,
         };
         let s = &self.0.settings;
-        let renew = async {
-            loop {
-                tokio::time::sleep(s.lease / 3).await;
-                match cron_runs::renew(&self.0.db, &held, &s.pod_id, s.lease).await {
-                    Ok(true) => {}
-                    Ok(false) => tracing::warn!(job = name, "scheduled run lost its slot"),
-                    Err(e) => {
-                        tracing::warn!(job = name, error = %e, "could not renew a run's lease")
-                    }
-                }
+        let renew = || async {
+            match cron_runs::renew(&self.0.db, &held, &s.pod_id, s.lease).await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(job = name, "scheduled run lost its slot"),
+                Err(e) => tracing::warn!(job = name, error = %e, "could not renew a run's lease"),
             }
         };
         let hang = held.attempt == 1 && self.0.faults.scheduler_hangs(name);
@@ -263,10 +272,7 @@ impl Scheduler {
             }
             AssertUnwindSafe(entry.job.run(&run)).catch_unwind().await
         };
-        let result = tokio::select! {
-            r = work => r,
-            () = renew => unreachable!("the lease renewal loop never returns"),
-        };
+        let result = lease::hold(s.lease, renew, work).await;
         let (outcome, detail) = match result {
             Ok(Ok(detail)) => (Outcome::Ok, detail),
             Ok(Err(e)) => (Outcome::Failed, json!({"error": e.to_string()})),
@@ -295,48 +301,41 @@ impl Scheduler {
         }
     }
 
-    /// Retries the runs of pods that died (once), and gives up on retries that died too.
-    async fn reaper(&self, token: CancellationToken, tracker: TaskTracker) {
-        let every =
-            (self.0.settings.lease / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
+    /// Retries the runs of pods that died (once, on `tracker`), and gives up on retries that
+    /// died too.
+    async fn reap(&self, tracker: &TaskTracker) {
         let names = self.jobs();
+        match cron_runs::abandon_expired(&self.0.db, &names).await {
+            Ok(gone) => {
+                for held in gone {
+                    let job = self.job_name(&held.job);
+                    metrics::counter!("scheduled_runs_total", "job" => job, "outcome" => "abandoned")
+                        .increment(1);
+                    self.0
+                        .alerts
+                        .raise(
+                            AlertKind::ScheduledRunFailed,
+                            job,
+                            "scheduled run abandoned: its retry's pod died too",
+                            json!({"job": job, "slot": held.slot}),
+                        )
+                        .await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not look for abandoned runs"),
+        }
         loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                () = tokio::time::sleep(every) => {}
+            let idle: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| self.busy(n).is_none_or(|b| !b.load(Ordering::SeqCst)))
+                .collect();
+            if idle.is_empty() {
+                break;
             }
-            match cron_runs::abandon_expired(&self.0.db, &names).await {
-                Ok(gone) => {
-                    for held in gone {
-                        let job = self.job_name(&held.job);
-                        metrics::counter!("scheduled_runs_total", "job" => job, "outcome" => "abandoned")
-                            .increment(1);
-                        self.0
-                            .alerts
-                            .raise(
-                                AlertKind::ScheduledRunFailed,
-                                job,
-                                "scheduled run abandoned: its retry's pod died too",
-                                json!({"job": job, "slot": held.slot}),
-                            )
-                            .await;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not look for abandoned runs"),
-            }
-            loop {
-                let idle: Vec<&str> = names
-                    .iter()
-                    .copied()
-                    .filter(|n| self.busy(n).is_none_or(|b| !b.load(Ordering::SeqCst)))
-                    .collect();
-                if idle.is_empty() {
-                    break;
-                }
-                let s = &self.0.settings;
-                let held = match cron_runs::take_over_expired(&self.0.db, &idle, &s.pod_id, s.lease)
-                    .await
-                {
+            let s = &self.0.settings;
+            let held =
+                match cron_runs::take_over_expired(&self.0.db, &idle, &s.pod_id, s.lease).await {
                     Ok(Some(held)) => held,
                     Ok(None) => break,
                     Err(e) => {
@@ -344,33 +343,37 @@ impl Scheduler {
                         break;
                     }
                 };
-                let Some(entry) = self.0.entries.iter().find(|e| e.job.name() == held.job) else {
-                    break;
-                };
-                let job = entry.job.name();
-                metrics::counter!("scheduled_runs_total", "job" => job, "outcome" => "retried")
-                    .increment(1);
-                tracing::warn!(job, slot = %held.slot, previous_pod = ?held.previous_pod, "retrying a scheduled run whose pod died");
-                self.0
-                    .alerts
-                    .raise(
-                        AlertKind::ScheduledRunRetried,
-                        &format!("{job}:{}", held.slot.timestamp_millis()),
-                        "scheduled run retried: its pod died mid-run",
-                        json!({"job": job, "slot": held.slot, "previous_pod": held.previous_pod}),
-                    )
-                    .await;
-                if let Some(b) = self.busy(job) {
-                    b.store(true, Ordering::SeqCst);
-                }
-                let this = self.clone();
-                let entry = entry.clone();
-                tracker.spawn(async move {
-                    let zones = this.zones(&entry).await;
-                    let zones = entry.schedule.zones_of(held.slot, &zones);
-                    this.execute(&entry, held, zones).await;
-                });
+            let Some(entry) = self
+                .0
+                .entries
+                .iter()
+                .find(|e| e.job.name().as_str() == held.job)
+            else {
+                break;
+            };
+            let job = entry.job.name().as_str();
+            metrics::counter!("scheduled_runs_total", "job" => job, "outcome" => "retried")
+                .increment(1);
+            tracing::warn!(job, slot = %held.slot, previous_pod = ?held.previous_pod, "retrying a scheduled run whose pod died");
+            self.0
+                .alerts
+                .raise(
+                    AlertKind::ScheduledRunRetried,
+                    &format!("{job}:{}", held.slot.timestamp_millis()),
+                    "scheduled run retried: its pod died mid-run",
+                    json!({"job": job, "slot": held.slot, "previous_pod": held.previous_pod}),
+                )
+                .await;
+            if let Some(b) = self.busy(job) {
+                b.store(true, Ordering::SeqCst);
             }
+            let this = self.clone();
+            let entry = entry.clone();
+            tracker.spawn(async move {
+                let zones = this.zones(&entry).await;
+                let zones = entry.schedule.zones_of(held.slot, &zones);
+                this.execute(&entry, held, zones).await;
+            });
         }
     }
 
@@ -378,7 +381,7 @@ impl Scheduler {
         self.0
             .entries
             .iter()
-            .map(|e| e.job.name())
+            .map(|e| e.job.name().as_str())
             .find(|n| *n == job)
             .unwrap_or("unknown")
     }

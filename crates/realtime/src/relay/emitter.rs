@@ -3,10 +3,10 @@
 //! over, counted when dropped).
 
 use super::Relay;
-use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use switchboard_domain::{Emitter, EventKind};
+use switchboard_domain::backoff::Backoff;
+use switchboard_domain::{Emitter, Event};
 use switchboard_store::{PgPool, event_outbox};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -20,8 +20,7 @@ const EMIT_DEPTH: usize = 4096;
 #[derive(Debug)]
 struct Pending {
     org_id: Uuid,
-    event: EventKind,
-    payload: Value,
+    event: Event,
 }
 
 /// The pod's [`Emitter`]: wakes the relay, and stores out-of-transaction emits in call
@@ -91,51 +90,41 @@ impl RealtimeEmitter {
                         Err(_) => break,
                     }
                 }
-                let rows: Vec<(Uuid, EventKind, Value)> = batch
-                    .into_iter()
-                    .map(|p| (p.org_id, p.event, p.payload))
-                    .collect();
+                let rows: Vec<(Uuid, Event)> =
+                    batch.into_iter().map(|p| (p.org_id, p.event)).collect();
                 store_with_retry(&relay.db, &rows).await;
                 relay.wake.notify_one();
             }
         });
     }
 }
-/// Pauses between attempts to store emitted events (Postgres failing over).
-const STORE_BACKOFF: [Duration; 3] = [
-    Duration::from_millis(200),
-    Duration::from_secs(1),
-    Duration::from_secs(3),
-];
 
-async fn store_with_retry(db: &PgPool, rows: &[(Uuid, EventKind, Value)]) {
+/// Pauses between attempts to store emitted events (Postgres failing over): 200 ms, 400 ms,
+/// 800 ms, 1.6 s, 3 s.
+const STORE_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(3));
+/// Retries before the events are dropped (counted and alerted).
+const STORE_RETRIES: u32 = 5;
+
+async fn store_with_retry(db: &PgPool, rows: &[(Uuid, Event)]) {
     let mut attempt = 0;
     loop {
-        match event_outbox::enqueue_many(db, rows).await {
-            Ok(()) => return,
-            Err(error) => match STORE_BACKOFF.get(attempt) {
-                Some(pause) => {
-                    tracing::warn!(count = rows.len(), %error, "storing emitted events failed; retrying");
-                    attempt += 1;
-                    tokio::time::sleep(*pause).await;
-                }
-                None => {
-                    metrics::counter!("realtime_events_dropped_total").increment(rows.len() as u64);
-                    tracing::error!(count = rows.len(), %error, "emitted events dropped: they could not be stored");
-                    return;
-                }
-            },
+        let Err(error) = event_outbox::enqueue_many(db, rows).await else {
+            return;
+        };
+        if attempt == STORE_RETRIES {
+            metrics::counter!("realtime_events_dropped_total").increment(rows.len() as u64);
+            tracing::error!(count = rows.len(), %error, "emitted events dropped: they could not be stored");
+            return;
         }
+        tracing::warn!(count = rows.len(), %error, "storing emitted events failed; retrying");
+        attempt += 1;
+        tokio::time::sleep(STORE_RETRY.delay(attempt)).await;
     }
 }
 
 impl Emitter for RealtimeEmitter {
-    fn emit(&self, org_id: Uuid, event: EventKind, payload: Value) {
-        let pending = Pending {
-            org_id,
-            event,
-            payload,
-        };
+    fn emit(&self, org_id: Uuid, event: Event) {
+        let pending = Pending { org_id, event };
         if let Err(e) = self.tx.try_send(pending) {
             // Full or closed: store it from a task of its own (order within a burst that
             // overflows the writer is not kept; the seq still orders what clients see).
@@ -145,11 +134,7 @@ impl Emitter for RealtimeEmitter {
             };
             let relay = self.relay.clone();
             self.tracker.spawn(async move {
-                store_with_retry(
-                    &relay.db,
-                    &[(pending.org_id, pending.event, pending.payload)],
-                )
-                .await;
+                store_with_retry(&relay.db, &[(pending.org_id, pending.event)]).await;
                 relay.wake.notify_one();
             });
         }

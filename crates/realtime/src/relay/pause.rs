@@ -3,12 +3,13 @@
 //! doubles from 100 ms up to 1 s.
 
 use std::time::Duration;
+use switchboard_domain::backoff::Backoff;
 use tokio::time::Instant;
 
-/// After a failed publish, the pause before Redis is asked again; it doubles with each
-/// failure in a row, up to [`RETRY_MAX`].
-pub(super) const RETRY_FIRST: Duration = Duration::from_millis(100);
-pub(super) const RETRY_MAX: Duration = Duration::from_secs(1);
+/// After a failed publish, the pause before Redis is asked again: 100 ms, doubling with each
+/// failure in a row, up to 1 s (exact: one relay per pod, nothing to spread).
+pub(super) const RETRY: Backoff =
+    Backoff::new(Duration::from_millis(100), Duration::from_secs(1)).exact();
 
 /// Whether the relay publishes, or rests because Redis did not take a publish.
 #[derive(Debug, Default)]
@@ -29,16 +30,10 @@ impl Pause {
         self.since.is_some()
     }
 
-    /// The pause after `failures` failures in a row: 100 ms, doubling, at most 1 s.
-    pub(super) fn delay(failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(16);
-        RETRY_FIRST.saturating_mul(1 << doublings).min(RETRY_MAX)
-    }
-
     /// A publish or a probe failed: the outage begins (logged once) or goes on (counted).
-    pub(super) fn failed(&mut self, now: Instant, error: &str) {
+    pub(super) fn failed(&mut self, now: Instant, error: &dyn std::fmt::Display) {
         self.failures = self.failures.saturating_add(1);
-        self.retry_at = Some(now + Self::delay(self.failures));
+        self.retry_at = Some(now + RETRY.delay(self.failures));
         if self.since.is_some() {
             tracing::debug!(%error, failures = self.failures, "realtime: Redis still away");
             return;
@@ -75,21 +70,21 @@ mod tests {
 
     #[test]
     fn the_pause_doubles_from_100_ms_up_to_1_s() {
-        let pauses: Vec<u128> = (1..=7).map(|n| Pause::delay(n).as_millis()).collect();
+        let pauses: Vec<u128> = (1..=7).map(|n| RETRY.delay(n).as_millis()).collect();
         assert_eq!(pauses, vec![100, 200, 400, 800, 1000, 1000, 1000]);
-        assert_eq!(Pause::delay(u32::MAX), RETRY_MAX);
+        assert_eq!(RETRY.delay(u32::MAX), Duration::from_secs(1));
     }
 
     #[test]
     fn an_outage_begins_once_and_ends_once() {
         let mut pause = Pause::default();
         let t0 = Instant::now();
-        pause.failed(t0, "refused");
+        pause.failed(t0, &"refused");
         assert!(pause.paused());
-        assert_eq!(pause.retry_at, Some(t0 + RETRY_FIRST));
-        pause.failed(t0, "refused");
+        assert_eq!(pause.retry_at, Some(t0 + Duration::from_millis(100)));
+        pause.failed(t0, &"refused");
         assert_eq!((pause.since, pause.failures), (Some(t0), 2));
-        pause.recovered(t0 + RETRY_MAX);
+        pause.recovered(t0 + Duration::from_secs(1));
         assert!(!pause.paused());
         assert_eq!((pause.failures, pause.retry_at), (0, None));
     }

@@ -29,7 +29,7 @@ impl Publisher {
         org_id: Uuid,
         event: &str,
         data: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), PublishError> {
         let Some(ns) = self.io.of("/") else {
             tracing::debug!(event, "sockets closed; event kept for GET /events");
             return Ok(());
@@ -46,8 +46,8 @@ impl Publisher {
                 tracing::error!(event, error = %e, "realtime event could not be encoded");
                 return Ok(());
             }
-            Ok(Err(BroadcastError::Adapter(e))) => e.to_string(),
-            Err(_) => format!("publish timed out after {PUBLISH_TIMEOUT:?}"),
+            Ok(Err(BroadcastError::Adapter(e))) => PublishError::Adapter(e.to_string()),
+            Err(_) => PublishError::TimedOut,
         };
         metrics::counter!("realtime_adapter_errors_total", "op" => "publish").increment(1);
         Err(error)
@@ -93,4 +93,15 @@ fn metric_name(event: &str) -> &'static str {
     event
         .parse::<EventKind>()
         .map_or("other", EventKind::as_str)
+}
+
+/// Why an event did not reach the other pods.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PublishError {
+    /// The Redis adapter refused it.
+    #[error("{0}")]
+    Adapter(String),
+    /// Redis did not answer in time.
+    #[error("publish timed out after {PUBLISH_TIMEOUT:?}")]
+    TimedOut,
 }

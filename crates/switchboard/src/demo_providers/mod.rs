@@ -12,7 +12,6 @@
 mod agent;
 mod providers;
 mod record;
-mod signing;
 mod simulator;
 
 use anyhow::{Context, bail};
@@ -81,7 +80,7 @@ impl Demo {
 
 /// Runs the demo providers until SIGINT or SIGTERM.
 pub async fn run(config: &Config, args: DemoArgs) -> anyhow::Result<()> {
-    if config.app_env == AppEnv::Production {
+    if config.app.env == AppEnv::Production {
         bail!(
             "demo-providers is refused when APP_ENV=production: it fakes the agent and every provider"
         );

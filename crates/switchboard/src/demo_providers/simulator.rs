@@ -7,7 +7,6 @@
 //! this process started.
 
 use super::Demo;
-use super::signing::{self, Signed};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -15,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicI64, Ordering};
+use switchboard_channels::signing::{self, Signed};
 use url::Url;
 
 /// Telegram `update_id`s must be new for every update of a bot: numbers from the clock,
@@ -195,7 +195,7 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
                 body,
             ) {
                 Ok(signed) => (signed, address),
-                Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
+                Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
             }
         }
         other => return refuse(StatusCode::BAD_REQUEST, format!("unknown channel {other}")),

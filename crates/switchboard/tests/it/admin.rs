@@ -201,12 +201,8 @@ async fn seed_demo_is_idempotent_and_its_values_work() {
         "1700000000.000100",
         "hello from the demo",
     );
-    let mut request = pod.client.post(pod.url(&format!("/webhooks/slack/{id}")));
-    for (name, value) in &signed.headers {
-        request = request.header(name, value);
-    }
-    let response = request.body(signed.body).send().await.unwrap();
-    assert_eq!(response.status(), 200);
+    let path = format!("/webhooks/slack/{id}");
+    assert_eq!(pod.send_webhook(&path, &signed).await.0, 200);
     let stored = db
         .wait_for_count(
             &format!("SELECT count(*) FROM inbound_events WHERE org_id = '{org}'"),
@@ -251,12 +247,8 @@ async fn deactivate_user_ends_every_session_and_reactivate_lets_them_log_in_agai
     let token = pod.login("leaver@example.test", "long enough").await;
     let sock = switchboard_testing::socket::connect_with(&pod, &token).await;
     let me = |token: String| {
-        let (client, url) = (pod.client.clone(), pod.url("/auth/me"));
-        async move {
-            let r = client.get(url).bearer_auth(token).send().await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap()["code"].clone())
-        }
+        let pod = &pod;
+        async move { pod.as_user(&token).me().await }
     };
     let login = |password: &'static str| {
         let (client, url) = (pod.client.clone(), pod.url("/auth/login"));
@@ -279,14 +271,11 @@ async fn deactivate_user_ends_every_session_and_reactivate_lets_them_log_in_agai
     assert!(out["deactivated_at"].is_string());
     assert_eq!(me(token.clone()).await, (401, Value::from("token_revoked")));
     // The CLI broadcasts nothing: the pod's own session check closes the socket.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    while pod.server.state().realtime.local_sockets() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a deactivated user's socket stayed open"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    assert!(
+        pod.sockets_become(0, std::time::Duration::from_secs(5))
+            .await,
+        "a deactivated user's socket stayed open"
+    );
     let (status, body) = login("long enough").await;
     assert_eq!(
         (status, &body["code"]),

@@ -1,115 +1,71 @@
-use crate::serve_ready;
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use crate::{process_env, serve_ready, sigkill};
+use serde_json::json;
+use std::time::Duration;
 use switchboard_domain::Role;
-use switchboard_testing::signing::{self, secrets};
-use switchboard_testing::{
-    TestDb, TestPod, free_port, pod_env, random_prefix, redis_url, seed_member,
-};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use switchboard_testing::fakes::agent_first_then;
+use switchboard_testing::signing::{SLACK_SECRET, slack};
+use switchboard_testing::{TestApp, TestDb, eventually, random_prefix, seed_member};
+use wiremock::ResponseTemplate;
 
 /// kill -9 of the pod holding a job mid-flight: another pod finishes the event once.
 #[tokio::test]
 async fn a_pod_killed_mid_job_still_gets_the_message_processed_exactly_once() {
     let db = TestDb::fresh().await;
     let prefix = random_prefix();
-    let agent = MockServer::start().await;
     // The first call hangs (the job is in flight when the pod dies); later calls answer.
-    Mock::given(method("POST"))
-        .and(path("/v1/chat"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_delay(Duration::from_secs(30))
-                .set_body_json(json!({"reply": "too late", "confidence": 0.1, "cost_usd": 0})),
-        )
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&agent)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"reply": "done", "confidence": 0.8, "cost_usd": 0})),
-        )
-        .with_priority(2)
-        .mount(&agent)
-        .await;
+    let agent = agent_first_then(
+        ResponseTemplate::new(200)
+            .set_delay(Duration::from_secs(30))
+            .set_body_json(json!({"reply": "too late", "confidence": 0.1, "cost_usd": 0})),
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"reply": "done", "confidence": 0.8, "cost_usd": 0})),
+    )
+    .await;
 
-    let port = free_port();
-    let mut vars = pod_env(&db, &redis_url(), &prefix);
-    vars.insert("PORT".into(), port.to_string());
+    let mut vars = process_env(&db, &prefix);
     vars.insert("AGENT_URL".into(), agent.uri());
     // Pod A never sweeps within this test, so recovery is pod B's doing.
     vars.insert("INBOX_SWEEP_INTERVAL_MS".into(), "3600000".into());
     // Its lease on the event outlives it by 2 s only.
     vars.insert("INBOX_LEASE_SECS".into(), "2".into());
-    let (mut child, base) = serve_ready(&vars).await;
-    let http = switchboard_testing::http();
+    let (mut child, a) = serve_ready(&vars).await;
 
     let (org, email, password) = seed_member(&db, None, Role::Admin).await;
-    let token: Value = http
-        .post(format!("{base}/auth/login"))
-        .json(&json!({"email": email, "password": password}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let conn: Value = http
-        .post(format!("{base}/channel-connections"))
-        .bearer_auth(token["token"].as_str().unwrap())
-        .json(&json!({"org_id": org, "channel": "slack", "name": "s", "secrets": secrets("slack")}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let signed = signing::slack(
-        "slack-signing-secret",
+    let token = a.login(&email, &password).await;
+    let conn = a.as_user(&token).create_connection(org, "slack").await;
+    let signed = slack(
+        SLACK_SECRET,
         "EvKill",
         "U1",
         "1700000009.000001",
         "are you there?",
     );
-    let mut req = http
-        .post(format!(
-            "{base}/webhooks/slack/{}",
-            conn["id"].as_str().unwrap()
-        ))
-        .body(signed.body.clone());
-    for (k, v) in &signed.headers {
-        req = req.header(k, v);
-    }
-    assert_eq!(req.send().await.unwrap().status(), 200);
+    let path = format!("/webhooks/slack/{conn}");
+    assert_eq!(a.send_webhook(&path, &signed).await.0, 200);
 
     // Wait until pod A's job is waiting on the agent, then kill -9.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while agent.received_requests().await.unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "job never reached the agent");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let asked = || async {
+        let requests = agent.received_requests().await.unwrap();
+        (!requests.is_empty()).then_some(())
+    };
+    eventually("the job reaches the agent", Duration::from_secs(20), asked).await;
+    sigkill(&mut child);
     assert_eq!(db.count("SELECT count(*) FROM drafts").await, 0);
 
     // Pod B: same Postgres and Redis; its sweeper finds the unprocessed event.
-    let agent_url = agent.uri();
-    let _b = TestPod::start_with(&db, &redis_url(), &prefix, move |v| {
-        v.insert("AGENT_URL".into(), agent_url);
-        v.insert("INBOX_GRACE_SECS".into(), "1".into());
-        v.insert("INBOX_SWEEP_INTERVAL_MS".into(), "300".into());
-    })
-    .await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while db.count("SELECT count(*) FROM drafts").await == 0 {
-        assert!(Instant::now() < deadline, "event was never recovered");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let app = TestApp::builder()
+        .db(db)
+        .prefix(&prefix)
+        .agent(agent)
+        .build()
+        .await;
+    let db = &app.db;
+    assert!(
+        db.wait_for_at_least("SELECT count(*) FROM drafts", 1).await >= 1,
+        "event was never recovered"
+    );
+    // Two more sweeps after the recovery: nothing is processed twice.
+    db.wait_for_job_runs("inbox-sweeper", 2).await;
     assert_eq!(db.count("SELECT count(*) FROM messages").await, 1);
     assert_eq!(db.count("SELECT count(*) FROM drafts").await, 1);
     assert_eq!(db.count("SELECT count(*) FROM expert_queue").await, 1);

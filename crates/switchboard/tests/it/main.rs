@@ -1,5 +1,5 @@
 //! Process-level tests of the `switchboard` binary: the CLI contract, production start-up
-//! invariants and graceful shutdown on SIGTERM.
+//! invariants, graceful shutdown on SIGTERM, and pods killed mid-work.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod admin;
@@ -12,7 +12,9 @@ mod shutdown;
 mod topology;
 
 use std::collections::HashMap;
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::Duration;
+use switchboard_testing::{Endpoint, TestDb, eventually, free_port, pod_env, redis_url};
 
 /// A `switchboard` command with exactly these environment variables (plus PATH).
 pub fn switchboard(vars: &HashMap<String, String>, args: &[&str]) -> Command {
@@ -25,31 +27,49 @@ pub fn switchboard(vars: &HashMap<String, String>, args: &[&str]) -> Command {
     cmd
 }
 
+/// The environment of a pod process on `db` and the shared Redis under `prefix`, on a port
+/// of its own (`PORT`).
+pub fn process_env(db: &TestDb, prefix: &str) -> HashMap<String, String> {
+    let mut vars = pod_env(db, &redis_url(), prefix);
+    vars.insert("PORT".into(), free_port().to_string());
+    vars
+}
+
 /// `switchboard serve` with `vars` (which set `PORT`), once its `/ready` answers 200 (30 s at
-/// most); returns the process and its base URL.
-pub async fn serve_ready(vars: &HashMap<String, String>) -> (std::process::Child, String) {
+/// most); returns the process and a client for it.
+pub async fn serve_ready(vars: &HashMap<String, String>) -> (Child, Endpoint) {
     let child = switchboard(vars, &["serve"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let base = format!("http://127.0.0.1:{}", vars["PORT"]);
-    let http = switchboard_testing::http();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while http
-        .get(format!("{base}/ready"))
-        .send()
-        .await
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{base} never became ready"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    (child, base)
+    let pod = Endpoint::new(format!("http://127.0.0.1:{}", vars["PORT"]));
+    pod.wait_ready().await;
+    (child, pod)
+}
+
+/// SIGKILL, and the process reaped.
+pub fn sigkill(child: &mut Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// SIGTERM, as an orchestrator stops a pod.
+pub fn sigterm(child: &Child) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Awaits `child`'s exit (`within` at most).
+pub async fn exited(child: &mut Child, within: Duration) -> ExitStatus {
+    eventually("the process exits", within, || {
+        let status = child.try_wait().unwrap();
+        async move { status }
+    })
+    .await
 }
 
 /// Runs a command to completion.

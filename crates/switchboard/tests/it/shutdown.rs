@@ -1,10 +1,10 @@
-use crate::{run, switchboard};
+use crate::{exited, process_env, run, sigterm, switchboard};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-use switchboard_testing::{TestDb, free_port, pod_env, random_prefix, redis_url};
+use std::time::Duration;
+use switchboard_testing::{TestDb, eventually, random_prefix};
 
 fn ready_status(port: u16) -> Option<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -19,9 +19,8 @@ fn ready_status(port: u16) -> Option<u16> {
 #[tokio::test]
 async fn sigterm_drains_finishes_in_flight_requests_and_exits_zero() {
     let db = TestDb::fresh().await;
-    let port = free_port();
-    let mut vars = pod_env(&db, &redis_url(), &random_prefix());
-    vars.insert("PORT".into(), port.to_string());
+    let mut vars = process_env(&db, &random_prefix());
+    let port: u16 = vars["PORT"].parse().unwrap();
     vars.insert("DRAIN_DELAY_MS".into(), "1500".into());
     let org: Value =
         serde_json::from_slice(&run(&vars, &["admin", "create-org", "--name", "O"]).stdout)
@@ -49,11 +48,10 @@ async fn sigterm_drains_finishes_in_flight_requests_and_exits_zero() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while ready_status(port) != Some(200) {
-        assert!(Instant::now() < deadline, "pod never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Raw requests that close their connection: an idle keep-alive one would be the
+    // drain's to wait for.
+    let ready = |want: u16| move || async move { (ready_status(port) == Some(want)).then_some(()) };
+    eventually("the pod is ready", Duration::from_secs(30), ready(200)).await;
 
     // A slow client: headers and half of the body now, the rest after SIGTERM.
     let body = br#"{"email":"slow@example.test","password":"slow password"}"#;
@@ -64,19 +62,14 @@ async fn sigterm_drains_finishes_in_flight_requests_and_exits_zero() {
     slow.write_all(&body[..10]).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        ready_status(port),
-        Some(503),
-        "readiness turns 503 while draining"
-    );
+    sigterm(&child);
+    eventually(
+        "readiness turns 503 while draining",
+        Duration::from_secs(1),
+        ready(503),
+    )
+    .await;
 
-    tokio::time::sleep(Duration::from_millis(500)).await;
     slow.write_all(&body[10..]).unwrap();
     let mut response = String::new();
     slow.read_to_string(&mut response).unwrap();
@@ -86,14 +79,7 @@ async fn sigterm_drains_finishes_in_flight_requests_and_exits_zero() {
     );
     assert!(response.contains("\"token\""));
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "did not exit");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = exited(&mut child, Duration::from_secs(20)).await;
     assert_eq!(status.code(), Some(0));
     assert!(
         TcpStream::connect(("127.0.0.1", port)).is_err(),
