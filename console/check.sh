@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The binary embeds console/dist (crates/api/src/console.rs), so `cargo build` never needs
-# Node. This script keeps dist/ honest: it type-checks the sources, builds them into a
-# temporary folder and fails if that differs from the committed dist/.
+# Node. This script keeps what is committed honest:
+#
+# - src/api-types.ts is generated (openapi-typescript) from openapi.json, the server's
+#   OpenAPI document, which the Rust test `openapi::the_console_copy_of_the_document_is_current`
+#   keeps equal to what /openapi.json serves (SB_WRITE_OPENAPI=1 rewrites it);
+# - the sources type-check and their unit tests (vitest, src/*.test.ts) pass;
+# - dist/ is what the sources build to.
 #
 #   console/check.sh          check (what scripts/test-browser.sh runs)
-#   console/check.sh --write  rebuild dist/ in place (then commit it)
+#   console/check.sh --write  regenerate src/api-types.ts and rebuild dist/ (then commit them)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -24,20 +29,32 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
-npx --no-install tsc --noEmit
+out="$(mktemp -d "${TMPDIR:-/tmp}/switchboard-console.XXXXXX")"
+trap 'rm -rf "$out"' EXIT
+
+generate() { npx --no-install openapi-typescript openapi.json --output "$1" >&2; }
 
 if [ "${1:-}" = --write ]; then
+  generate src/api-types.ts
+  npx --no-install tsc --noEmit
+  npx --no-install vitest run --silent
   npx --no-install vite build --logLevel warn
-  echo "console/dist rebuilt; commit it with the sources"
+  echo "console/src/api-types.ts and console/dist rebuilt; commit them with the sources"
   exit 0
 fi
 
-out="$(mktemp -d "${TMPDIR:-/tmp}/switchboard-console.XXXXXX")"
-trap 'rm -rf "$out"' EXIT
-npx --no-install vite build --logLevel warn --outDir "$out" --emptyOutDir
-if ! diff -r dist "$out" >/dev/null; then
-  diff -r dist "$out" | head -n 20 >&2 || true
+generate "$out/api-types.ts"
+if ! diff -u src/api-types.ts "$out/api-types.ts" >"$out/types.diff"; then
+  head -n 20 "$out/types.diff" >&2
+  echo "console/check.sh: console/src/api-types.ts does not match console/openapi.json; run console/check.sh --write and commit it" >&2
+  exit 1
+fi
+npx --no-install tsc --noEmit
+npx --no-install vitest run --silent
+npx --no-install vite build --logLevel warn --outDir "$out/dist" --emptyOutDir
+if ! diff -r dist "$out/dist" >/dev/null; then
+  diff -r dist "$out/dist" | head -n 20 >&2 || true
   echo "console/check.sh: console/dist does not match console/src; run console/check.sh --write and commit dist/" >&2
   exit 1
 fi
-echo "console/dist matches its sources"
+echo "console: api-types.ts matches openapi.json, tests pass, dist matches the sources"

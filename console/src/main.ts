@@ -6,7 +6,7 @@ import { h, mount, typing } from "./dom";
 import { clock } from "./format";
 import { Realtime, latestSeq, type LinkStatus } from "./realtime";
 import { type Session, expire, logout, onSessionChange, restore, role, selectOrg } from "./session";
-import { QueueStore } from "./store";
+import { Store } from "./store";
 import { connectionsScreen, deadLettersScreen, inboundScreen } from "./views/admin";
 import { type DetailPane, detailPane } from "./views/detail";
 import { renderLogin } from "./views/login";
@@ -16,7 +16,7 @@ const root = document.getElementById("app") as HTMLElement;
 
 interface Shell {
   session: Session;
-  store: QueueStore;
+  store: Store;
   realtime: Realtime;
   queue: QueuePane;
   detail: DetailPane | null;
@@ -58,7 +58,7 @@ function showLink(el: HTMLElement, s: LinkStatus): void {
 
 async function start(s: Session): Promise<void> {
   shell?.realtime.stop();
-  const store = new QueueStore(s.orgId, s.user.id);
+  const store = new Store(s.orgId, s.user.id);
   const link = h("p", { class: "link-state", id: "link-state", role: "status", "aria-live": "polite" });
   const isAdmin = role() === "admin";
   const nav = h(
@@ -137,11 +137,7 @@ async function start(s: Session): Promise<void> {
   }
   if (shell?.store !== store) return;
   const realtime = new Realtime(s.token, s.orgId, seq, {
-    apply: (event, data) => {
-      if (event === "queue_item_created" || event === "queue_item_updated") store.applyItemEvent(data);
-      else store.applyMessageEvent(String(data.conversation_id));
-      shell?.detail?.onEvent(event, data);
-    },
+    apply: (event) => store.apply(event),
     resync: async () => {
       await store.load();
     },

@@ -2,7 +2,8 @@
 // expert logs out. An expired or refused token sends the expert back to the login screen
 // with the reason.
 
-import { api, setToken, whenUnauthorized } from "./api";
+import { setToken, whenUnauthorized } from "./api";
+import { auth } from "./endpoints";
 import type { Membership, User } from "./types";
 
 const KEY = "switchboard.session";
@@ -14,17 +15,6 @@ export interface Session {
   user: User;
   orgs: Membership[];
   orgId: string;
-}
-
-interface LoginAnswer {
-  token: string;
-  expires_at: string;
-  user: User;
-}
-
-interface MeAnswer {
-  user: User;
-  orgs: Membership[];
 }
 
 let current: Session | null = null;
@@ -75,9 +65,9 @@ export function role(): string | null {
 }
 
 export async function login(email: string, password: string): Promise<Session> {
-  const answer = await api<LoginAnswer>("POST", "/auth/login", { body: { email, password } });
+  const answer = await auth.login({ email, password });
   setToken(answer.token);
-  const me = await api<MeAnswer>("GET", "/auth/me");
+  const me = await auth.me();
   if (me.orgs.length === 0) {
     setToken(null);
     throw new Error("This account is not a member of any org yet.");
@@ -111,7 +101,7 @@ export function restore(): Session | null {
 /** Re-reads the memberships (a role may have changed since the login). */
 export async function refreshMemberships(): Promise<void> {
   if (!current) return;
-  const me = await api<MeAnswer>("GET", "/auth/me");
+  const me = await auth.me();
   const orgId = me.orgs.some((m) => m.org_id === current?.orgId) ? current.orgId : me.orgs[0]?.org_id;
   if (!orgId) {
     expire("You are no longer a member of any org.");

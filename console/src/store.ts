@@ -1,47 +1,61 @@
-// The queue as the console holds it: every open item of the org (the "working set",
-// fetched page by page in the background after the first page is on screen), kept current
-// by realtime events. Filters, counts and the oldest waiting time are computed here, so
-// switching a filter is instant and the counts are exact. Resolved items are not part of
-// the working set; that tab reads its own pages, newest first, as it scrolls.
+// Everything the console holds, in one place, kept current by realtime events:
+//
+// - the queue: every open item of the org (the "working set", fetched page by page in the
+//   background after the first page is on screen). Filters, counts and the oldest waiting
+//   time are computed here, so switching a filter is instant and the counts are exact.
+//   Resolved items are not part of the working set; that tab reads its own pages, newest
+//   first, as it scrolls.
+// - the messages of the conversations on screen (opened by the detail pane, dropped when it
+//   closes), with their delivery states.
+//
+// `apply` is the one place an event is routed; the views only read and subscribe.
 
-import { api } from "./api";
-import type { Channel, Item, Page, QueueStatus } from "./types";
+import * as endpoints from "./endpoints";
+import { type Filters, type StatusTab, matches, recentOrder, waitingOrder } from "./filters";
+import type { Conversation, EventData, Item, Message, RealtimeEvent, Schemas } from "./types";
 
-export type StatusTab = "pending" | "claimed" | "awaiting_client" | "snoozed" | "open" | "resolved";
-
-export const TABS: { id: StatusTab; label: string }[] = [
-  { id: "pending", label: "Pending" },
-  { id: "claimed", label: "Claimed" },
-  { id: "awaiting_client", label: "Awaiting customer" },
-  { id: "snoozed", label: "Snoozed" },
-  { id: "open", label: "All open" },
-  { id: "resolved", label: "Resolved" },
-];
-
-export interface Filters {
-  status: StatusTab;
-  channel: Channel | "";
-  flagged: boolean;
-  mine: boolean;
-  search: string;
-}
+export { TABS, type Filters, type StatusTab } from "./filters";
 
 const FIRST_PAGE = 50;
 const PAGE = 200;
+/** A conversation's messages are fetched this many at a time. */
+export const MESSAGE_PAGE = 30;
 /** The working set stops growing here; the list says so. */
 export const WORKING_SET_CAP = 20_000;
 
 type Listener = () => void;
 
-function waitingOrder(a: Item, b: Item): number {
-  return a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1;
+/** What the store needs from the browser and the server; tests pass their own. */
+export interface StoreDeps {
+  queue: Pick<typeof endpoints.queue, "list" | "get">;
+  conversations: Pick<typeof endpoints.conversations, "get">;
+  /** Runs `fn` before the next paint (listeners run once per frame). */
+  frame(fn: () => void): void;
+  /** Runs `fn` in `ms`. */
+  later(fn: () => void, ms: number): void;
 }
 
-function recentOrder(a: Item, b: Item): number {
-  return a.updated_at > b.updated_at ? -1 : a.updated_at < b.updated_at ? 1 : a.id < b.id ? -1 : 1;
+const browser: StoreDeps = {
+  queue: endpoints.queue,
+  conversations: endpoints.conversations,
+  frame: (fn) => requestAnimationFrame(fn),
+  later: (fn, ms) => window.setTimeout(fn, ms),
+};
+
+/** A conversation on screen: its header, and its messages loaded so far. */
+export interface OpenConversation {
+  meta: Omit<Conversation, "messages" | "next_before" | "queue_item"> | null;
+  messages: Map<string, Message>;
+  /** The cursor for older messages; null on the oldest page (or before the first). */
+  nextBefore: string | null;
+  /** Counts changes, so a view can tell whether to draw the messages again. */
+  revision: number;
 }
 
-export class QueueStore {
+/** An outbound message as an action answer or `agent_message_sent` carries it. */
+type OutboundSummary = Pick<Schemas["MessageSummary"], "id" | "author" | "body" | "delivery_status" | "created_at">;
+
+export class Store {
   readonly open = new Map<string, Item>();
   private resolved = new Map<string, Item>();
   private resolvedCursor: string | null = null;
@@ -55,13 +69,15 @@ export class QueueStore {
   private listeners: Listener[] = [];
   private cache: Item[] | null = null;
   private pendingFetch = new Set<string>();
-  private fetchTimer: number | undefined;
+  private fetchScheduled = false;
   private generation = 0;
   private notifyQueued = false;
+  private conversations = new Map<string, OpenConversation>();
 
   constructor(
     readonly orgId: string,
     readonly me: string,
+    private readonly deps: StoreDeps = browser,
   ) {}
 
   subscribe(fn: Listener): () => void {
@@ -71,16 +87,44 @@ export class QueueStore {
     };
   }
 
-  /** Listeners run once per animation frame however many changes arrived. */
-  private changed(): void {
-    this.cache = null;
+  /** Listeners run once per frame however many changes arrived. */
+  private changed(items = true): void {
+    if (items) this.cache = null;
     if (this.notifyQueued) return;
     this.notifyQueued = true;
-    requestAnimationFrame(() => {
+    this.deps.frame(() => {
       this.notifyQueued = false;
       for (const fn of this.listeners) fn();
     });
   }
+
+  /** One realtime event, in `seq` order: the only place events are routed. */
+  apply(e: RealtimeEvent): void {
+    switch (e.event) {
+      case "queue_item_created":
+      case "queue_item_updated":
+        this.applyItemEvent(e.data);
+        return;
+      case "message_created":
+        this.refetchConversationItem(e.data.conversation_id);
+        if (this.conversations.has(e.data.conversation_id)) void this.refreshNewest(e.data.conversation_id);
+        return;
+      case "agent_message_sent":
+        this.refetchConversationItem(e.data.conversation_id);
+        this.putOutbound(e.data.conversation_id, e.data.message);
+        return;
+      case "message_status_updated":
+        this.refetchConversationItem(e.data.conversation_id);
+        this.applyDelivery(e.data);
+        return;
+      case "report_ready":
+        return;
+      default:
+        exhaustive(e);
+    }
+  }
+
+  // --- the queue ---------------------------------------------------------------------------
 
   setFilters(patch: Partial<Filters>): void {
     this.filters = { ...this.filters, ...patch };
@@ -106,7 +150,7 @@ export class QueueStore {
     this.capped = false;
     this.error = null;
     // A small first page puts rows on screen at once; larger pages follow in the background.
-    const first = await api<Page<Item>>("GET", `/expert-queue?org_id=${this.orgId}&order=waiting&limit=${FIRST_PAGE}`);
+    const first = await this.deps.queue.list({ org_id: this.orgId, order: "waiting", limit: FIRST_PAGE });
     for (const item of first.items) this.open.set(item.id, item);
     this.changed();
     if (!first.next_cursor) {
@@ -119,17 +163,14 @@ export class QueueStore {
   private async loadRest(cursor: string | null, generation: number): Promise<void> {
     try {
       while (cursor && generation === this.generation) {
-        const page: Page<Item> = await api<Page<Item>>(
-          "GET",
-          `/expert-queue?org_id=${this.orgId}&order=waiting&limit=${PAGE}&cursor=${encodeURIComponent(cursor)}`,
-        );
+        const page = await this.deps.queue.list({ org_id: this.orgId, order: "waiting", limit: PAGE, cursor });
         if (generation !== this.generation) return;
         for (const item of page.items) {
           // An event may already have brought a newer version.
           const known = this.open.get(item.id);
           if (!known || known.version <= item.version) this.open.set(item.id, item);
         }
-        cursor = page.next_cursor;
+        cursor = page.next_cursor ?? null;
         if (this.open.size >= WORKING_SET_CAP && cursor) {
           this.capped = true;
           break;
@@ -146,14 +187,16 @@ export class QueueStore {
   private async loadResolved(): Promise<void> {
     if (this.resolvedLoading || (this.resolvedStarted && !this.resolvedCursor)) return;
     this.resolvedLoading = true;
-    const cursor = this.resolvedCursor ? `&cursor=${encodeURIComponent(this.resolvedCursor)}` : "";
     try {
-      const page = await api<Page<Item>>(
-        "GET",
-        `/expert-queue?org_id=${this.orgId}&status=resolved&order=recent&limit=100${cursor}`,
-      );
+      const page = await this.deps.queue.list({
+        org_id: this.orgId,
+        status: "resolved",
+        order: "recent",
+        limit: 100,
+        cursor: this.resolvedCursor ?? undefined,
+      });
       for (const item of page.items) this.resolved.set(item.id, item);
-      this.resolvedCursor = page.next_cursor;
+      this.resolvedCursor = page.next_cursor ?? null;
       this.resolvedStarted = true;
     } catch (e) {
       this.error = `Could not load resolved items: ${(e as Error).message}`;
@@ -172,27 +215,13 @@ export class QueueStore {
     return this.filters.status === "resolved" ? !this.resolvedStarted || !!this.resolvedCursor : !this.complete;
   }
 
-  private matches(item: Item, status: StatusTab | null): boolean {
-    const f = this.filters;
-    if (status && status !== "open" && status !== "resolved" && item.status !== status) return false;
-    if (f.channel && item.channel !== f.channel) return false;
-    if (f.flagged && !item.flagged) return false;
-    if (f.mine && item.claimed_by !== this.me) return false;
-    if (f.search) {
-      const q = f.search.toLowerCase();
-      const hay = `${item.customer.display_name ?? ""} ${item.customer.external_id} ${item.last_message?.preview ?? ""}`;
-      if (!hay.toLowerCase().includes(q)) return false;
-    }
-    return true;
-  }
-
   /** The rows of the current filter, in order. */
   rows(): Item[] {
     if (this.cache) return this.cache;
     const status = this.filters.status;
     const source = status === "resolved" ? this.resolved.values() : this.open.values();
     const rows: Item[] = [];
-    for (const item of source) if (this.matches(item, status)) rows.push(item);
+    for (const item of source) if (matches(item, this.filters, status, this.me)) rows.push(item);
     rows.sort(status === "resolved" ? recentOrder : waitingOrder);
     this.cache = rows;
     return rows;
@@ -209,11 +238,11 @@ export class QueueStore {
       resolved: 0,
     };
     for (const item of this.open.values()) {
-      if (!this.matches(item, null)) continue;
+      if (!matches(item, this.filters, null, this.me)) continue;
       counts.open++;
       if (item.status !== "resolved") counts[item.status]++;
     }
-    for (const item of this.resolved.values()) if (this.matches(item, null)) counts.resolved++;
+    for (const item of this.resolved.values()) if (matches(item, this.filters, null, this.me)) counts.resolved++;
     return counts;
   }
 
@@ -221,7 +250,7 @@ export class QueueStore {
   oldestPending(): string | null {
     let oldest: string | null = null;
     for (const item of this.open.values()) {
-      if (item.status === "pending" && this.matches(item, null) && (!oldest || item.created_at < oldest)) {
+      if (item.status === "pending" && matches(item, this.filters, null, this.me) && (!oldest || item.created_at < oldest)) {
         oldest = item.created_at;
       }
     }
@@ -246,17 +275,26 @@ export class QueueStore {
     if (this.open.delete(id) || this.resolved.delete(id)) this.changed();
   }
 
+  /** The item, from the store or else from the server. */
+  async fetchItem(id: string): Promise<Item> {
+    const known = this.get(id);
+    if (known) return known;
+    const item = await this.deps.queue.get(id);
+    this.upsert(item);
+    return item;
+  }
+
   /** A queue event: patch what it says at once, fetch the full row (draft, preview) soon. */
-  applyItemEvent(data: Record<string, unknown>): void {
+  private applyItemEvent(data: EventData<"queue_item_updated">): void {
     const id = String(data.id);
     const known = this.get(id);
     const version = Number(data.version);
     if (known && Number.isFinite(version) && version > known.version) {
       this.upsert({
         ...known,
-        status: data.status as QueueStatus,
+        status: data.status,
         version,
-        claimed_by: (data.claimed_by as string | null) ?? null,
+        claimed_by: data.claimed_by ?? null,
         flagged: Boolean(data.flagged_for_review ?? known.flagged),
       });
     }
@@ -264,26 +302,27 @@ export class QueueStore {
   }
 
   /** A message in a conversation changes its item's preview. */
-  applyMessageEvent(conversationId: string): void {
+  private refetchConversationItem(conversationId: string): void {
     const item = this.byConversation(conversationId);
     if (item) this.refetch(item.id);
   }
 
   refetch(id: string): void {
     this.pendingFetch.add(id);
-    if (this.fetchTimer !== undefined) return;
-    this.fetchTimer = window.setTimeout(() => void this.flushFetches(), 30);
+    if (this.fetchScheduled) return;
+    this.fetchScheduled = true;
+    this.deps.later(() => void this.flushFetches(), 30);
   }
 
   private async flushFetches(): Promise<void> {
-    this.fetchTimer = undefined;
+    this.fetchScheduled = false;
     const ids = [...this.pendingFetch];
     this.pendingFetch.clear();
     const generation = this.generation;
     const worker = async () => {
       for (let id = ids.shift(); id; id = ids.shift()) {
         try {
-          const item = await api<Item>("GET", `/expert-queue/${id}`);
+          const item = await this.deps.queue.get(id);
           if (generation === this.generation) this.upsert(item);
         } catch (e) {
           const status = (e as { status?: number }).status;
@@ -293,8 +332,129 @@ export class QueueStore {
       }
     };
     await Promise.all(Array.from({ length: Math.min(6, ids.length) }, worker));
-    if (this.pendingFetch.size > 0 && this.fetchTimer === undefined) {
-      this.fetchTimer = window.setTimeout(() => void this.flushFetches(), 1000);
+    if (this.pendingFetch.size > 0 && !this.fetchScheduled) {
+      this.fetchScheduled = true;
+      this.deps.later(() => void this.flushFetches(), 1000);
     }
   }
+
+  // --- the conversations on screen ---------------------------------------------------------
+
+  /** Starts keeping a conversation's messages (events for it are applied from now on). */
+  openConversation(id: string): OpenConversation {
+    let c = this.conversations.get(id);
+    if (!c) {
+      c = { meta: null, messages: new Map(), nextBefore: null, revision: 0 };
+      this.conversations.set(id, c);
+    }
+    return c;
+  }
+
+  /** Forgets a conversation's messages: nothing shows them any more. */
+  closeConversation(id: string): void {
+    this.conversations.delete(id);
+  }
+
+  conversation(id: string): OpenConversation | undefined {
+    return this.conversations.get(id);
+  }
+
+  /** The messages loaded so far, oldest first. */
+  messages(id: string): Message[] {
+    const c = this.conversations.get(id);
+    if (!c) return [];
+    return [...c.messages.values()].sort((a, b) =>
+      a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1,
+    );
+  }
+
+  private touched(c: OpenConversation): void {
+    c.revision++;
+    this.changed(false);
+  }
+
+  /** The conversation's header and newest page (throws what the request threw). */
+  async loadConversation(id: string): Promise<void> {
+    const answer = await this.deps.conversations.get(id, { limit: MESSAGE_PAGE });
+    const c = this.conversations.get(id);
+    if (!c) return; // closed meanwhile
+    const { messages: page, next_before, queue_item, ...meta } = answer;
+    c.meta = meta;
+    for (const m of page) c.messages.set(m.id, m);
+    // Only when no event brought messages first: the cursor must be the oldest loaded.
+    if (c.nextBefore === null && c.messages.size === page.length) c.nextBefore = next_before ?? null;
+    if (queue_item) this.upsert(queue_item);
+    this.touched(c);
+  }
+
+  /** The newest page again, after an event said something changed (errors: the next event or a reload brings it). */
+  async refreshNewest(id: string): Promise<void> {
+    try {
+      const answer = await this.deps.conversations.get(id, { limit: MESSAGE_PAGE });
+      const c = this.conversations.get(id);
+      if (!c) return;
+      for (const m of answer.messages) c.messages.set(m.id, m);
+      this.touched(c);
+    } catch {
+      // The next event or a reload will bring it.
+    }
+  }
+
+  /** The page before the oldest loaded; false when there is none (throws what the request threw). */
+  async loadOlder(id: string): Promise<boolean> {
+    const before = this.conversations.get(id)?.nextBefore;
+    if (!before) return false;
+    const answer = await this.deps.conversations.get(id, { limit: MESSAGE_PAGE, before });
+    const c = this.conversations.get(id);
+    if (!c) return false;
+    for (const m of answer.messages) c.messages.set(m.id, m);
+    c.nextBefore = answer.next_before ?? null;
+    this.touched(c);
+    return true;
+  }
+
+  /**
+   * An outbound message that was just queued (an action's answer, `agent_message_sent`).
+   * A delivery state already known is kept: a status event may have overtaken it.
+   */
+  putOutbound(conversationId: string, m: OutboundSummary, authorUserId?: string): void {
+    const c = this.conversations.get(conversationId);
+    if (!c) return;
+    const known = c.messages.get(m.id);
+    c.messages.set(m.id, {
+      id: m.id,
+      direction: "outbound",
+      author: m.author,
+      author_user_id: authorUserId ?? known?.author_user_id ?? null,
+      body: m.body,
+      created_at: m.created_at,
+      delivery: known?.delivery ?? {
+        status: m.delivery_status ?? "queued",
+        provider_message_id: null,
+        delivered_at: null,
+        error: null,
+      },
+    });
+    this.touched(c);
+  }
+
+  private applyDelivery(data: EventData<"message_status_updated">): void {
+    const c = this.conversations.get(data.conversation_id);
+    if (!c) return;
+    const known = c.messages.get(data.message_id);
+    if (!known) {
+      void this.refreshNewest(data.conversation_id);
+      return;
+    }
+    known.delivery = {
+      provider_message_id: null,
+      delivered_at: null,
+      ...known.delivery,
+      status: data.delivery_status,
+      error: data.error ?? null,
+    };
+    this.touched(c);
+  }
 }
+
+function exhaustive(_event: never): void {}

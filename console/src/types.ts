@@ -1,118 +1,43 @@
-// The shapes of the REST API and the realtime events the console reads (see /openapi.json).
+// The console's names for the shapes of the REST API and the realtime events. Every shape
+// is generated from the server's OpenAPI document (openapi.json → api-types.ts, kept in
+// step by check.sh and a Rust test); only the names are chosen here.
 
-export type Channel = "slack" | "whatsapp" | "telegram" | "email";
-export type QueueStatus = "pending" | "claimed" | "awaiting_client" | "snoozed" | "resolved";
-export type Role = "admin" | "expert";
+import type { components } from "./api-types";
 
-export interface User {
-  id: string;
-  email: string;
-  display_name: string | null;
-}
+export type Schemas = components["schemas"];
 
-export interface Membership {
-  org_id: string;
-  role: Role;
-}
+export type Channel = Schemas["ChannelKind"];
+export type QueueStatus = Schemas["QueueStatus"];
+export type DeliveryStatus = Schemas["DeliveryStatus"];
+export type User = Schemas["User"];
+export type Membership = Schemas["Membership"];
+export type LoginAnswer = Schemas["LoginResponse"];
+export type MeAnswer = Schemas["MeResponse"];
 
-export interface Customer {
-  id: string;
-  display_name: string | null;
-  external_id: string;
-}
+export type Item = Schemas["ItemView"];
+export type ItemPage = Schemas["ItemPage"];
+export type ActionAnswer = Schemas["ActionAnswer"];
+export type CurrentState = Schemas["CurrentState"];
 
-export interface Draft {
-  id: string | null;
-  text: string;
-  confidence: number | null;
-  fallback: boolean;
-}
+export type Conversation = Schemas["ShowResponse"];
+export type Message = Schemas["MessageView"];
+export type Delivery = Schemas["Delivery"];
 
-export interface Item {
-  id: string;
-  org_id: string;
-  status: QueueStatus;
-  version: number;
-  channel: Channel;
-  conversation_id: string;
-  customer: Customer;
-  last_message: { preview: string; at: string } | null;
-  draft: Draft | null;
-  flagged: boolean;
-  claimed_by: string | null;
-  snoozed_until: string | null;
-  sla_due_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
+export type ConnectionView = Schemas["ConnectionView"];
+export type ConnectionList = Schemas["ConnectionList"];
+export type DeadLetterPage = Schemas["DeadLetterPage"];
+export type InboundEventPage = Schemas["InboundEventPage"];
+export type InboundEventDetail = Schemas["EventDetailView"];
 
-export interface Delivery {
-  status: string;
-  provider_message_id: string | null;
-  delivered_at: string | null;
-  error: string | null;
-}
+/** One realtime event: its name and the payload the socket delivers with it. */
+export type RealtimeEvent = Schemas["RealtimeEvent"];
+export type EventName = RealtimeEvent["event"];
+export type EventData<K extends EventName> = Extract<RealtimeEvent, { event: K }>["data"];
 
-export interface Message {
-  id: string;
-  direction: string;
-  author: string;
-  author_user_id: string | null;
-  body: string;
-  created_at: string;
-  delivery: Delivery | null;
-}
-
-export interface Conversation {
-  id: string;
-  org_id: string;
-  channel: Channel;
-  connection_id: string;
-  status: string;
-  customer: Customer;
-  created_at: string;
-  updated_at: string;
-  queue_item: Item | null;
-  messages: Message[];
-  next_before: string | null;
-}
-
-export interface Page<T> {
-  items: T[];
-  next_cursor: string | null;
-}
-
-export interface StoredEvent {
-  seq: number;
-  event: string;
-  data: Record<string, unknown>;
-  created_at: string;
-}
-
-export interface EventsPage {
-  events: StoredEvent[];
-  latest_seq: number;
-  truncated: boolean;
-}
-
-export interface ActionAnswer {
-  item: Item;
-  message?: unknown;
-}
-
-export interface CurrentState {
-  status: QueueStatus;
-  version: number;
-  claimed_by: string | null;
-}
-
-export interface ConnectionView {
-  id: string;
-  org_id: string;
-  channel: Channel;
-  name: string;
-  settings: unknown;
-  created_at: string;
-  updated_at: string;
-  webhook_url: string;
-}
+/**
+ * A page of `GET /events`. The document types `data` as any JSON; it is exactly what the
+ * socket delivered, so each stored event is a `RealtimeEvent` with its number.
+ */
+export type EventsPage = Omit<Schemas["EventsPage"], "events"> & {
+  events: (RealtimeEvent & { seq: number; created_at: string })[];
+};

@@ -3,10 +3,11 @@
 // (inspect, replay). An endpoint this server does not have yet answers 404, and the screen
 // says so instead of failing.
 
-import { ApiError, act, api } from "../api";
+import { ApiError } from "../api";
 import { h, mount } from "../dom";
+import { connections, deadLetters, inboundEvents } from "../endpoints";
 import { CHANNEL_LABEL, clock, shortId } from "../format";
-import type { Channel, ConnectionView, Page } from "../types";
+import type { Channel, Schemas } from "../types";
 
 const SECRET_FIELDS: Record<Channel, string[]> = {
   slack: ["signing_secret", "bot_token"],
@@ -82,8 +83,12 @@ export function connectionsScreen(root: HTMLElement, orgId: string): void {
           const values: Record<string, string> = {};
           for (const input of secrets.querySelectorAll("input")) values[input.name] = input.value;
           try {
-            const c = await api<ConnectionView>("POST", "/channel-connections", {
-              body: { org_id: orgId, channel: channel.value, name: name.value.trim(), secrets: values, settings: parsedSettings },
+            const c = await connections.create({
+              org_id: orgId,
+              channel: channel.value,
+              name: name.value.trim(),
+              secrets: values,
+              settings: parsedSettings,
             });
             form.reset();
             settings.value = "{}";
@@ -112,7 +117,7 @@ export function connectionsScreen(root: HTMLElement, orgId: string): void {
 
   async function load(): Promise<void> {
     try {
-      const page = await api<{ items: ConnectionView[] }>("GET", `/channel-connections?org_id=${orgId}`);
+      const page = await connections.list(orgId);
       status.textContent = `${page.items.length} connection${page.items.length === 1 ? "" : "s"}`;
       mount(
         list,
@@ -129,7 +134,7 @@ export function connectionsScreen(root: HTMLElement, orgId: string): void {
                 return;
               }
               try {
-                await api("DELETE", `/channel-connections/${c.id}`);
+                await connections.remove(c.id);
                 void load();
               } catch (e) {
                 status.textContent = `Could not delete: ${(e as Error).message}`;
@@ -160,19 +165,6 @@ export function connectionsScreen(root: HTMLElement, orgId: string): void {
   void load();
 }
 
-interface DeadLetter {
-  id: string;
-  channel: Channel;
-  status: string;
-  error: string;
-  provider_status: number | null;
-  attempts: number;
-  retries: number;
-  next_attempt_at: string;
-  conversation_id: string;
-  created_at: string;
-}
-
 export function deadLettersScreen(root: HTMLElement, orgId: string): void {
   const status = h("p", { role: "status", class: "status-line" });
   const list = h("div", { class: "admin-list" });
@@ -184,10 +176,10 @@ export function deadLettersScreen(root: HTMLElement, orgId: string): void {
 
   let generation = 0;
   async function load(notice = ""): Promise<void> {
-    const q = filter.value ? `&status=${filter.value}` : "";
     const mine = ++generation;
     try {
-      const page = await api<Page<DeadLetter>>("GET", `/dead-letters?org_id=${orgId}&limit=100${q}`);
+      const state = (filter.value || undefined) as Schemas["DeadLetterStatus"] | undefined;
+      const page = await deadLetters.list({ org_id: orgId, limit: 100, status: state });
       if (mine !== generation) return; // a newer filter's answer wins
       status.textContent = `${notice}${page.items.length}${page.next_cursor ? "+" : ""} dead letter${page.items.length === 1 ? "" : "s"}`;
       mount(
@@ -217,7 +209,7 @@ export function deadLettersScreen(root: HTMLElement, orgId: string): void {
                       b.disabled = true;
                       let notice: string;
                       try {
-                        await act(`/dead-letters/${d.id}/retry`, `${d.status}|${d.retries}`);
+                        await deadLetters.retry(d.id, `${d.status}|${d.retries}`);
                         notice = "Retry queued. ";
                       } catch (err) {
                         notice = `Could not retry: ${(err as Error).message}. `;
@@ -252,19 +244,6 @@ export function deadLettersScreen(root: HTMLElement, orgId: string): void {
   void load();
 }
 
-interface InboundEvent {
-  id: string;
-  channel: Channel;
-  dedup_key: string;
-  status: string;
-  attempts: number;
-  last_error: string | null;
-  received_at: string;
-  payload?: unknown;
-  message_id?: string | null;
-  conversation_id?: string | null;
-}
-
 export function inboundScreen(root: HTMLElement, orgId: string): void {
   const status = h("p", { role: "status", class: "status-line" });
   const list = h("div", { class: "admin-list" });
@@ -277,7 +256,7 @@ export function inboundScreen(root: HTMLElement, orgId: string): void {
 
   async function inspect(id: string): Promise<void> {
     try {
-      const e = await api<InboundEvent>("GET", `/inbound-events/${id}`);
+      const e = await inboundEvents.get(id);
       mount(
         detail,
         h("h3", { text: `Event ${shortId(e.id)} · ${CHANNEL_LABEL[e.channel] ?? e.channel}` }),
@@ -291,10 +270,10 @@ export function inboundScreen(root: HTMLElement, orgId: string): void {
 
   let generation = 0;
   async function load(notice = ""): Promise<void> {
-    const q = filter.value ? `&status=${filter.value}` : "";
     const mine = ++generation;
     try {
-      const page = await api<Page<InboundEvent>>("GET", `/inbound-events?org_id=${orgId}&limit=100${q}`);
+      const state = (filter.value || undefined) as Schemas["InboundStatus"] | undefined;
+      const page = await inboundEvents.list({ org_id: orgId, limit: 100, status: state });
       if (mine !== generation) return; // a newer filter's answer wins
       status.textContent = `${notice}${page.items.length}${page.next_cursor ? "+" : ""} event${page.items.length === 1 ? "" : "s"}`;
       mount(
@@ -323,7 +302,7 @@ export function inboundScreen(root: HTMLElement, orgId: string): void {
                     click: async () => {
                       let notice: string;
                       try {
-                        await act(`/inbound-events/${e.id}/replay`, `${e.status}|${e.attempts}`);
+                        await inboundEvents.replay(e.id, `${e.status}|${e.attempts}`);
                         notice = "Replay queued. ";
                       } catch (err) {
                         notice = `Could not replay: ${(err as Error).message}. `;

@@ -2,17 +2,16 @@
 // draft in an editable composer, and the expert's actions. Every action carries an
 // Idempotency-Key (see api.ts `act`), and its button is disabled while it runs, so a double
 // click sends once. A 409 says who holds the item or what state it is in now, and the item
-// is refreshed.
+// is refreshed. The item and its messages live in the store, which applies the events.
 
-import { ApiError, act, api } from "../api";
+import { ApiError } from "../api";
 import { h, mount } from "../dom";
+import { type ActionBodies, type ActionName, queue } from "../endpoints";
 import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, shortId } from "../format";
-import type { QueueStore } from "../store";
-import type { ActionAnswer, Conversation, CurrentState, Item, Message } from "../types";
+import type { Store } from "../store";
+import type { CurrentState, Item, Message } from "../types";
 
-const PAGE = 30;
-
-export type ActionName = "claim" | "unclaim" | "release" | "respond" | "snooze" | "resolve" | "reopen";
+export type { ActionName } from "../endpoints";
 
 const VERB: Record<ActionName, string> = {
   claim: "claim",
@@ -31,7 +30,6 @@ export interface DetailPane {
   focusComposer(): void;
   focusSnooze(): void;
   focus(): void;
-  onEvent(event: string, data: Record<string, unknown>): void;
   dispose(): void;
 }
 
@@ -65,12 +63,13 @@ export function explainConflict(action: ActionName, current: CurrentState | null
   return `Could not ${VERB[action]} this item: it is ${STATUS_LABEL[current.status].toLowerCase()}${holder} now (version ${current.version}). The item has been refreshed.`;
 }
 
-export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: boolean; back(): void }): DetailPane {
+export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolean; back(): void }): DetailPane {
   const me = store.me;
   let item: Item | undefined = store.get(itemId);
-  let conversation: Omit<Conversation, "messages" | "next_before"> | null = null;
-  const messages = new Map<string, Message>();
-  let nextBefore: string | null = null;
+  /** The conversation whose messages this pane keeps open in the store. */
+  let conversationId: string | null = null;
+  /** The store's revision of the messages last drawn. */
+  let drawn = -1;
   let loadingOlder = false;
   let busy: ActionName | null = null;
   let mode: "draft" | "own" = "draft";
@@ -145,6 +144,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
       item = fresh;
       render();
     }
+    if (conversationId && store.conversation(conversationId)?.revision !== drawn) renderMessages();
   });
 
   function fact(term: string, value: Node | string): HTMLElement {
@@ -246,7 +246,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     const open = s === "pending" || s === "claimed";
     const mine = item.claimed_by === me;
     const text = composer.value.trim();
-    const edited = mode === "draft" && item.draft !== null && composer.value !== item.draft.text;
+    const edited = mode === "draft" && !!item.draft && composer.value !== item.draft.text;
     const sendLabel = mode === "own" ? "Send reply" : edited && open ? "Release edited" : "Release";
     mount(
       actions,
@@ -281,9 +281,10 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
 
   function messageView(m: Message): HTMLElement {
     const outbound = m.direction !== "inbound";
+    const meta = conversationId ? store.conversation(conversationId)?.meta : null;
     const who =
       m.author === "customer"
-        ? (conversation?.customer.display_name ?? item?.customer.display_name ?? "Customer")
+        ? (meta?.customer.display_name ?? item?.customer.display_name ?? "Customer")
         : m.author === "agent"
           ? "Agent draft, released"
           : m.author_user_id === me
@@ -308,12 +309,12 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
   }
 
   function renderMessages(): void {
+    if (disposed || !conversationId) return;
     const nearBottom = history.scrollHeight - history.scrollTop - history.clientHeight < 80;
-    const sorted = [...messages.values()].sort((a, b) =>
-      a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1,
-    );
-    mount(messageList, sorted.map(messageView));
-    olderButton.hidden = !nextBefore;
+    const c = store.conversation(conversationId);
+    drawn = c?.revision ?? -1;
+    mount(messageList, store.messages(conversationId).map(messageView));
+    olderButton.hidden = !c?.nextBefore;
     if (nearBottom) history.scrollTop = history.scrollHeight;
   }
 
@@ -327,22 +328,19 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
   async function loadConversation(): Promise<void> {
     if (!item) {
       try {
-        item = await api<Item>("GET", `/expert-queue/${itemId}`);
-        store.upsert(item);
+        item = await store.fetchItem(itemId);
       } catch (e) {
         say(`Could not load this item: ${(e as Error).message}`);
         return;
       }
     }
+    if (disposed) return;
     render();
+    conversationId = item.conversation_id;
+    store.openConversation(conversationId);
     try {
-      const c = await api<Conversation>("GET", `/conversations/${item.conversation_id}?limit=${PAGE}`);
+      await store.loadConversation(conversationId);
       if (disposed) return;
-      const { messages: page, next_before, ...meta } = c;
-      conversation = meta;
-      for (const m of page) messages.set(m.id, m);
-      if (nextBefore === null && messages.size === page.length) nextBefore = next_before;
-      if (c.queue_item && c.queue_item.id === itemId) store.upsert(c.queue_item);
       renderMessages();
       history.scrollTop = history.scrollHeight;
     } catch (e) {
@@ -350,27 +348,13 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     }
   }
 
-  async function refreshNewest(): Promise<void> {
-    if (!item) return;
-    try {
-      const c = await api<Conversation>("GET", `/conversations/${item.conversation_id}?limit=${PAGE}`);
-      if (disposed) return;
-      for (const m of c.messages) messages.set(m.id, m);
-      renderMessages();
-    } catch {
-      // The next event or a reload will bring it.
-    }
-  }
-
   async function loadOlder(): Promise<void> {
-    if (!item || !nextBefore || loadingOlder) return;
+    if (!conversationId || loadingOlder) return;
     loadingOlder = true;
     try {
-      const c = await api<Conversation>("GET", `/conversations/${item.conversation_id}?limit=${PAGE}&before=${nextBefore}`);
-      if (disposed) return;
+      if (!(await store.loadOlder(conversationId)) || disposed) return;
+      // The store has them; the screen does not yet.
       const before = history.scrollHeight;
-      for (const m of c.messages) messages.set(m.id, m);
-      nextBefore = c.next_before;
       renderMessages();
       // Keep what the expert was reading where it was.
       history.scrollTop += history.scrollHeight - before;
@@ -384,7 +368,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
   function run(action: ActionName): void {
     if (!item || busy) return;
     const current = item;
-    let body: Record<string, unknown> | undefined;
+    let body: ActionBodies[ActionName] = undefined;
     if (action === "release") {
       const text = composer.value;
       if (!text.trim()) {
@@ -421,25 +405,11 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     renderActions();
     void (async () => {
       try {
-        const answer = await act<ActionAnswer>(`/expert-queue/${current.id}/${action}`, `v${current.version}`, body, current.version);
+        const answer = await queue.act(current.id, action, current.version, body);
         item = answer.item;
         store.upsert(answer.item);
-        const message = answer.message as { id: string; author: string; body: string; created_at: string; delivery_status?: string } | undefined;
-        if (message?.id) {
-          messages.set(message.id, {
-            id: message.id,
-            direction: "outbound",
-            author: message.author,
-            author_user_id: me,
-            body: message.body,
-            created_at: message.created_at,
-            delivery: messages.get(message.id)?.delivery ?? {
-              status: message.delivery_status ?? "queued",
-              provider_message_id: null,
-              delivered_at: null,
-              error: null,
-            },
-          });
+        if (answer.message && conversationId) {
+          store.putOutbound(conversationId, answer.message, me);
           renderMessages();
           history.scrollTop = history.scrollHeight;
         }
@@ -461,7 +431,7 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
         } else if (e instanceof ApiError && e.status === 409) {
           say(explainConflict(action, e.current, me, e.message));
           try {
-            const fresh = await api<Item>("GET", `/expert-queue/${current.id}`);
+            const fresh = await queue.get(current.id);
             item = fresh;
             store.upsert(fresh);
           } catch {
@@ -501,38 +471,6 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     }
   }
 
-  function onEvent(event: string, data: Record<string, unknown>): void {
-    if (!item || data.conversation_id !== item.conversation_id) return;
-    if (event === "message_created") {
-      void refreshNewest();
-    } else if (event === "agent_message_sent") {
-      const m = data.message as { id: string; author: string; body: string; delivery_status: string | null; created_at: string };
-      const known = messages.get(m.id);
-      messages.set(m.id, {
-        id: m.id,
-        direction: "outbound",
-        author: m.author,
-        author_user_id: known?.author_user_id ?? null,
-        body: m.body,
-        created_at: m.created_at,
-        delivery: known?.delivery ?? { status: m.delivery_status ?? "queued", provider_message_id: null, delivered_at: null, error: null },
-      });
-      renderMessages();
-    } else if (event === "message_status_updated") {
-      const known = messages.get(String(data.message_id));
-      if (known) {
-        known.delivery = {
-          ...(known.delivery ?? { provider_message_id: null, delivered_at: null, error: null, status: "" }),
-          status: String(data.delivery_status),
-          error: (data.error as string | null) ?? null,
-        };
-        renderMessages();
-      } else {
-        void refreshNewest();
-      }
-    }
-  }
-
   render();
   void loadConversation();
   // Waiting times and the SLA move on by themselves.
@@ -545,12 +483,12 @@ export function detailPane(store: QueueStore, itemId: string, opts: { isAdmin: b
     focusComposer: () => composer.focus(),
     focusSnooze: () => snoozeInput.focus(),
     focus: () => el.focus({ preventScroll: true }),
-    onEvent,
     dispose: () => {
       disposed = true;
       window.clearInterval(tick);
       observer.disconnect();
       unsubscribe();
+      if (conversationId) store.closeConversation(conversationId);
     },
   };
 }

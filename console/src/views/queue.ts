@@ -3,7 +3,7 @@
 
 import { h } from "../dom";
 import { CHANNEL_LABEL, STATUS_LABEL, ago } from "../format";
-import { type QueueStore, TABS, type StatusTab, WORKING_SET_CAP } from "../store";
+import { type StatusTab, type Store, TABS, WORKING_SET_CAP } from "../store";
 import type { Channel, Item } from "../types";
 import { VirtualList } from "./vlist";
 
@@ -16,7 +16,7 @@ export interface QueuePane {
   refresh(): void;
 }
 
-export function queuePane(store: QueueStore, open: (item: Item) => void): QueuePane {
+export function queuePane(store: Store, open: (item: Item) => void): QueuePane {
   const tabs = new Map<StatusTab, HTMLButtonElement>();
   const tabBar = h(
     "div",

@@ -1,0 +1,96 @@
+// Every REST endpoint the console calls, and the only place their URLs are built. Paths,
+// query parameters, bodies and answers are the types generated from the server's OpenAPI
+// document (api-types.ts), so a renamed field or parameter fails the type check here
+// instead of at run time.
+
+import { act, api } from "./api";
+import type { paths } from "./api-types";
+import type {
+  ActionAnswer,
+  ConnectionList,
+  ConnectionView,
+  Conversation,
+  DeadLetterPage,
+  EventsPage,
+  InboundEventDetail,
+  InboundEventPage,
+  Item,
+  ItemPage,
+  LoginAnswer,
+  MeAnswer,
+  Schemas,
+} from "./types";
+
+/** The query parameters of a GET endpoint, as the document lists them. */
+type QueryOf<P extends keyof paths> = paths[P] extends { get: { parameters: { query?: infer Q } } }
+  ? NonNullable<Q>
+  : never;
+
+/** `?a=1&b=2` from the parameters that have a value, in the order given. */
+function query(params: Record<string, string | number | boolean | null | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "") q.set(name, String(value));
+  }
+  const text = q.toString();
+  return text ? `?${text}` : "";
+}
+
+export const auth = {
+  login: (body: Schemas["LoginRequest"]) => api<LoginAnswer>("POST", "/auth/login", { body }),
+  me: () => api<MeAnswer>("GET", "/auth/me"),
+};
+
+/** The body each expert-queue action takes (none for most). */
+export interface ActionBodies {
+  claim: undefined;
+  unclaim: undefined;
+  release: Schemas["ReleaseBody"];
+  respond: Schemas["RespondBody"];
+  snooze: Schemas["SnoozeBody"];
+  resolve: undefined;
+  reopen: undefined;
+}
+export type ActionName = keyof ActionBodies;
+
+export const queue = {
+  list: (params: QueryOf<"/expert-queue">) => api<ItemPage>("GET", `/expert-queue${query(params)}`),
+  get: (id: string) => api<Item>("GET", `/expert-queue/${id}`),
+  /**
+   * An action on the item at the version the expert saw: refused (412) if it changed since,
+   * and sent with the same Idempotency-Key however often it is repeated (see `act`).
+   */
+  act: <A extends ActionName>(id: string, action: A, version: number, body: ActionBodies[A]) =>
+    act<ActionAnswer>(`/expert-queue/${id}/${action}`, `v${version}`, body, version),
+};
+
+export const conversations = {
+  get: (id: string, params: QueryOf<"/conversations/{id}">) =>
+    api<Conversation>("GET", `/conversations/${id}${query(params)}`),
+};
+
+export const events = {
+  /** The org's events after `after`, oldest first; see realtime.ts. */
+  after: (orgId: string, after: number, limit: number) =>
+    api<EventsPage>("GET", `/events${query({ org_id: orgId, after, limit } satisfies QueryOf<"/events">)}`),
+};
+
+export const connections = {
+  list: (orgId: string) => api<ConnectionList>("GET", `/channel-connections${query({ org_id: orgId })}`),
+  create: (body: Schemas["CreateRequest"]) => api<ConnectionView>("POST", "/channel-connections", { body }),
+  remove: (id: string) => api<void>("DELETE", `/channel-connections/${id}`),
+};
+
+export const deadLetters = {
+  list: (params: QueryOf<"/dead-letters">) => api<DeadLetterPage>("GET", `/dead-letters${query(params)}`),
+  /** `intent` names the state the admin saw, so a repeated click retries once. */
+  retry: (id: string, intent: string) => act(`/dead-letters/${id}/retry`, intent),
+};
+
+export const inboundEvents = {
+  list: (params: QueryOf<"/inbound-events">) =>
+    api<InboundEventPage>("GET", `/inbound-events${query(params)}`),
+  get: (id: string) => api<InboundEventDetail>("GET", `/inbound-events/${id}`),
+  /** `intent` names the state the admin saw, so a repeated click replays once. */
+  replay: (id: string, intent: string) => act(`/inbound-events/${id}/replay`, intent),
+};
