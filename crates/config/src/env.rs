@@ -210,29 +210,43 @@ impl Setting {
 
     /// A TOML file's value for this setting, as the structs read it: durations are written
     /// with their unit (`"30s"`, `"15min"`), and tables hold only the entries they know.
-    pub(crate) fn file_value(&self, value: Value) -> Result<Value, String> {
+    pub(crate) fn file_value(&self, value: Value) -> Result<Value, FileValueError> {
         if self.unit().is_some() {
             return value
                 .as_str()
                 .and_then(parse_duration)
                 .map(duration_value)
-                .ok_or_else(|| {
-                    "expected a duration with its unit, such as \"500ms\", \"30s\", \"15min\", \"1h\" or \"30d\"".to_owned()
-                });
+                .ok_or(FileValueError::NotADuration);
         }
         if let Read::Table(_, names) = self.read {
             let Some(entries) = value.as_dict() else {
-                return Err("expected a table".into());
+                return Err(FileValueError::NotATable);
             };
             if let Some(unknown) = entries.keys().find(|k| !names.contains(&k.as_str())) {
-                return Err(format!(
-                    "unknown entry {unknown} (known: {})",
-                    names.join(", ")
-                ));
+                return Err(FileValueError::UnknownEntry {
+                    entry: unknown.clone(),
+                    known: names,
+                });
             }
         }
         Ok(value)
     }
+}
+
+/// Why a TOML file's value does not fit its setting.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FileValueError {
+    #[error(
+        "expected a duration with its unit, such as \"500ms\", \"30s\", \"15min\", \"1h\" or \"30d\""
+    )]
+    NotADuration,
+    #[error("expected a table")]
+    NotATable,
+    #[error("unknown entry {entry} (known: {})", .known.join(", "))]
+    UnknownEntry {
+        entry: String,
+        known: &'static [&'static str],
+    },
 }
 
 /// The variable of a table entry: `SCHEDULE_` and `daily-summary` → `SCHEDULE_DAILY_SUMMARY`.

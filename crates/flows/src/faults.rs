@@ -8,6 +8,9 @@
 //! job can be stopped at a point until the test lets it go (to take its lease over at
 //! exactly that instant).
 //!
+//! The intake writer can be made to stop every batch between its dedup claims and its commit
+//! (a pod killed there).
+//!
 //! A pod is armed only in-process by a test, or at start-up from `FAULT_INJECT` with
 //! `APP_ENV=test`; production refuses to start with `FAULT_INJECT` set. Unarmed, a check is
 //! one uncontended lock.
@@ -121,9 +124,24 @@ pub struct Faults {
     /// A release step where the next release stops until resumed.
     release_pause: Arc<Mutex<Option<(Step, Paused)>>>,
     dispatch: Arc<DispatchFaults>,
+    /// Every intake batch stops right after its dedup claims, before its commit.
+    intake_crash: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Faults {
+    /// While `armed`, every intake batch stops right after its dedup claims, before the
+    /// commit, as if the pod died there: its requests get no answer (the handler sees the
+    /// writer gone) and the claims stay in Redis.
+    pub fn crash_intake_after_claim(&self, armed: bool) {
+        self.intake_crash.store(armed, Ordering::SeqCst);
+    }
+
+    /// Whether intake batches stop before their commit (see
+    /// [`Faults::crash_intake_after_claim`]).
+    pub fn intake_crashes_after_claim(&self) -> bool {
+        self.intake_crash.load(Ordering::SeqCst)
+    }
+
     /// Parses `release:<step>:fail|hang` or `scheduler:<job>:hang`.
     pub fn from_spec(spec: &str) -> Result<Faults, BadFaultSpec> {
         if let Some(rest) = spec.strip_prefix("scheduler:") {

@@ -7,9 +7,9 @@
 //! pod that dies with a batch in flight has answered none of its requests, and the
 //! providers retry them. Batches form only under load; a lone webhook is written at once.
 
+use crate::faults::Faults;
 use crate::queue::InboundQueue;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use switchboard_coord::Redis;
 use switchboard_coord::dedup::{self, Seen};
 use switchboard_domain::periodic;
@@ -60,7 +60,6 @@ struct Pending {
 #[derive(Clone)]
 pub struct Intake {
     tx: mpsc::Sender<Pending>,
-    crash_after_claim: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Intake {
@@ -72,16 +71,15 @@ impl std::fmt::Debug for Intake {
 impl Intake {
     /// Starts the writers. They stop when every handle is dropped (after the HTTP server,
     /// whose in-flight requests they serve, has finished).
-    pub fn start(db: PgPool, redis: Redis, queue: InboundQueue) -> Self {
+    pub fn start(db: PgPool, redis: Redis, queue: InboundQueue, faults: Faults) -> Self {
         let (tx, rx) = mpsc::channel::<Pending>(MAX_BATCH * 8);
         let rx = Arc::new(Mutex::new(rx));
-        let crash_after_claim = Arc::new(AtomicBool::new(false));
         for _ in 0..WRITERS {
             let writer = Writer {
                 db: db.clone(),
                 redis: redis.clone(),
                 queue: queue.clone(),
-                crash_after_claim: crash_after_claim.clone(),
+                faults: faults.clone(),
             };
             let rx = rx.clone();
             periodic::detach(async move {
@@ -90,18 +88,7 @@ impl Intake {
                 }
             });
         }
-        Self {
-            tx,
-            crash_after_claim,
-        }
-    }
-
-    /// Test-only fault injection: while armed, every batch stops right after its dedup
-    /// claims, before the commit, as if the pod died there: its requests get no answer
-    /// (the handler sees the writer gone) and the claims stay in Redis. Never armed outside
-    /// tests.
-    pub fn crash_after_claim(&self, armed: bool) {
-        self.crash_after_claim.store(armed, Ordering::SeqCst);
+        Self { tx }
     }
 
     /// Commits one event; `Ok(None)` when it is a duplicate (of `dedup:{dedup_scope}` in
@@ -143,7 +130,7 @@ struct Writer {
     db: PgPool,
     redis: Redis,
     queue: InboundQueue,
-    crash_after_claim: Arc<AtomicBool>,
+    faults: Faults,
 }
 
 impl Writer {
@@ -181,7 +168,7 @@ impl Writer {
         if events.is_empty() {
             return;
         }
-        if self.crash_after_claim.load(Ordering::SeqCst) {
+        if self.faults.intake_crashes_after_claim() {
             tracing::warn!(
                 count = events.len(),
                 "fault injected: the batch stops before its commit"

@@ -146,7 +146,12 @@ impl App {
                 lifecycle.shutdown_token(),
                 lifecycle.tasks(),
             ),
-            intake: Intake::start(db.clone(), redis.clone(), inbound.clone()),
+            intake: Intake::start(
+                db.clone(),
+                redis.clone(),
+                inbound.clone(),
+                flows.faults.clone(),
+            ),
             inbound,
             flows,
             jwt,

@@ -23,12 +23,16 @@ async fn a_crash_between_the_claim_and_the_commit_loses_nothing() {
     let path = app.org().await.webhook("slack");
     let webhook = slack("EvCrash1", "1700000100.000001", "are you there?");
 
-    p.server.state().intake.crash_after_claim(true);
+    p.server.state().flows.faults.crash_intake_after_claim(true);
     let (status, body) = p.send_webhook(&path, &webhook).await;
     assert_ne!(status, 200, "nothing was committed: {body}");
     assert_eq!(db.count("SELECT count(*) FROM inbound_events").await, 0);
 
-    p.server.state().intake.crash_after_claim(false);
+    p.server
+        .state()
+        .flows
+        .faults
+        .crash_intake_after_claim(false);
     let (status, body) = p.send_webhook(&path, &webhook).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("accepted"), "the retry is stored: {body}");

@@ -9,6 +9,7 @@ use crate::faults::DispatchPoint;
 use std::time::Duration;
 use switchboard_channels::outbound::{PartOutcome, PartRequest, max_chars, split};
 use switchboard_coord::breaker::Admission;
+use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::OutboxPayload;
 use switchboard_store::StoreError;
 use switchboard_store::connections::{self, Secrets};
@@ -37,7 +38,7 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
             // Before any provider call: no retry fixes this as things are, so the row is
             // dead at once with one alert, instead of going round the retries.
             let verdict = Verdict::Permanent {
-                reason,
+                reason: reason.to_string(),
                 status: None,
             };
             return record::failed(deps, &lease, &row, row.attempts, &verdict, Ending::Dead).await;
@@ -116,35 +117,52 @@ struct Prepared {
     parts: Vec<String>,
 }
 
-/// The connection's secrets, the payload and its parts; `Err` with a reason when the row
-/// can never be sent as it is. Postgres failing is an error (the row is tried again); a
-/// secret that no longer decrypts is a reason, since trying again changes nothing until
-/// an operator restores the key or the connection's secrets.
-async fn prepare(deps: &Deps, row: &Claimed) -> Result<Result<Prepared, String>, DispatchError> {
+/// Why a row can never be sent as it is: trying again changes nothing until an operator
+/// acts, so the row is dead at once. The text is the dead letter's `error`.
+#[derive(Debug, thiserror::Error)]
+enum Unsendable {
+    #[error("the outbox payload is malformed: {0}")]
+    Malformed(#[source] serde_json::Error),
+    #[error("the {0} connection this reply leaves through was deleted")]
+    ConnectionGone(ChannelKind),
+    #[error(
+        "the {channel} connection's secrets cannot be read with the current MASTER_ENCRYPTION_KEY ({why}); restore the key or re-enter the connection's secrets, then retry this dead letter"
+    )]
+    Undecryptable {
+        channel: ChannelKind,
+        why: &'static str,
+    },
+    #[error("the reply is empty")]
+    Empty,
+}
+
+/// The connection's secrets, the payload and its parts, or why the row can never be sent.
+/// Postgres failing is an error (the row is tried again); a secret that no longer decrypts
+/// is [`Unsendable`], since trying again changes nothing until an operator restores the
+/// key or the connection's secrets.
+async fn prepare(
+    deps: &Deps,
+    row: &Claimed,
+) -> Result<Result<Prepared, Unsendable>, DispatchError> {
     let payload: OutboxPayload = match serde_json::from_value(row.payload.clone()) {
         Ok(p) => p,
-        Err(e) => return Ok(Err(format!("the outbox payload is malformed: {e}"))),
+        Err(e) => return Ok(Err(Unsendable::Malformed(e))),
     };
     let found = connections::get_with_secrets(&deps.db, &deps.dispatch.cipher, row.connection_id);
     let secrets = match found.await {
         Ok(Some((_, secrets))) => secrets,
-        Ok(None) => {
-            return Ok(Err(format!(
-                "the {} connection this reply leaves through was deleted",
-                row.channel
-            )));
-        }
+        Ok(None) => return Ok(Err(Unsendable::ConnectionGone(row.channel))),
         Err(StoreError::Crypto(why)) => {
-            return Ok(Err(format!(
-                "the {} connection's secrets cannot be read with the current MASTER_ENCRYPTION_KEY ({why}); restore the key or re-enter the connection's secrets, then retry this dead letter",
-                row.channel
-            )));
+            return Ok(Err(Unsendable::Undecryptable {
+                channel: row.channel,
+                why,
+            }));
         }
         Err(e) => return Err(e.into()),
     };
     let parts = split(&payload.text, max_chars(row.channel).unwrap_or(usize::MAX));
     if parts.is_empty() {
-        return Ok(Err("the reply is empty".to_owned()));
+        return Ok(Err(Unsendable::Empty));
     }
     Ok(Ok(Prepared {
         secrets,

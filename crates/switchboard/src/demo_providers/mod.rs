@@ -55,6 +55,23 @@ pub struct DemoArgs {
     seed: PathBuf,
 }
 
+/// Why the seed file (the demo org's connections) cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SeedError {
+    /// Not there (yet) or not readable.
+    #[error(
+        "cannot read the seed file {} ({source}); scripts/dev-up.sh writes it once the pods are up",
+        path.display()
+    )]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Not JSON.
+    #[error("the seed file is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+}
+
 /// State shared by the handlers.
 #[derive(Clone)]
 pub(crate) struct Demo {
@@ -67,14 +84,14 @@ pub(crate) struct Demo {
 
 impl Demo {
     /// The seed file, read now (it may be written after this process started).
-    fn seed(&self) -> Result<Value, String> {
-        let text = std::fs::read_to_string(self.seed.as_ref()).map_err(|e| {
-            format!(
-                "cannot read the seed file {} ({e}); scripts/dev-up.sh writes it once the pods are up",
-                self.seed.display()
-            )
+    fn seed(&self) -> Result<Value, SeedError> {
+        let text = std::fs::read_to_string(self.seed.as_ref()).map_err(|source| {
+            SeedError::Unreadable {
+                path: self.seed.as_ref().clone(),
+                source,
+            }
         })?;
-        serde_json::from_str(&text).map_err(|e| format!("the seed file is not JSON: {e}"))
+        serde_json::from_str(&text).map_err(SeedError::NotJson)
     }
 }
 

@@ -60,7 +60,7 @@ pub(super) async fn config(State(demo): State<Demo>) -> Json<Value> {
         "console_url": demo.switchboard.as_str(),
         "channels": channels,
         "targets": targets,
-        "seed_error": seed.err(),
+        "seed_error": seed.err().map(|e| e.to_string()),
     }))
 }
 
@@ -68,7 +68,7 @@ pub(super) async fn config(State(demo): State<Demo>) -> Json<Value> {
 pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>) -> Response {
     let seed = match demo.seed() {
         Ok(seed) => seed,
-        Err(e) => return refuse(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => return refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     };
     let connection = &seed["channels"][&req.channel];
     let (Some(webhook_url), Some(secrets)) = (
