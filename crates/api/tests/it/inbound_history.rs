@@ -2,6 +2,7 @@
 //! conversation's history, and a message repeated in a new event stored once.
 
 use serde_json::Value;
+use switchboard_domain::{Event, EventKind};
 use switchboard_testing::TestApp;
 use switchboard_testing::signing::{SLACK_SECRET, slack};
 
@@ -106,4 +107,49 @@ async fn a_message_repeated_in_a_new_event_is_stored_once_and_customers_are_not_
         before,
         "the customer row was rewritten"
     );
+}
+
+/// The inbound job builds its events' payloads in SQL (for speed): every one of them must be
+/// exactly the payload type its name promises (`Event::parse` refuses a missing or an extra
+/// field), the contract the console's generated types rely on.
+#[tokio::test]
+async fn the_events_the_inbound_statements_build_parse_as_their_types() {
+    let app = TestApp::builder().fake_agent().build().await;
+    let (p, db) = (app.pod(0), &app.db);
+    let org = app.org().await;
+    let path = org.webhook("slack");
+    for (i, ts) in ["1700000002.000001", "1700000002.000002"]
+        .into_iter()
+        .enumerate()
+    {
+        let signed = slack(SLACK_SECRET, &format!("EvP{i}"), "U7", ts, "Is it shipped?");
+        assert_eq!(p.send_webhook(&path, &signed).await.0, 200);
+        let drafts = i64::try_from(i + 1).unwrap();
+        assert_eq!(
+            db.wait_for_count("SELECT count(*) FROM drafts", drafts)
+                .await,
+            drafts
+        );
+    }
+    let pool = db.pool().await;
+    let rows: Vec<(String, Value)> = sqlx::query_as(
+        "SELECT event, payload FROM event_outbox UNION ALL SELECT event, payload FROM events",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut kinds: Vec<&str> = Vec::new();
+    for (name, payload) in &rows {
+        let kind: EventKind = name
+            .parse()
+            .unwrap_or_else(|()| panic!("unknown event {name}"));
+        assert!(
+            Event::parse(kind, payload.clone()).is_some(),
+            "{name} does not parse as its type: {payload}"
+        );
+        kinds.push(name);
+    }
+    for expected in ["message_created", "queue_item_created"] {
+        assert!(kinds.contains(&expected), "no {expected} in {kinds:?}");
+    }
 }
