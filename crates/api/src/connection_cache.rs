@@ -19,7 +19,6 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use switchboard_coord::Redis;
 use switchboard_coord::subscription::{self, Notice};
-use switchboard_domain::periodic;
 use switchboard_store::connections::{self, Connection, Secrets};
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::{PgPool, StoreError};
@@ -78,7 +77,7 @@ impl ConnectionCache {
             queries: Arc::default(),
         };
         let subscriber = cache.clone();
-        periodic::spawn(tracker, async move { subscriber.listen(token).await });
+        tracker.spawn(async move { subscriber.listen(token).await });
         cache
     }
 

@@ -57,15 +57,6 @@ where
     });
 }
 
-/// Runs `task` on `tracker` until it returns: long-lived work that is not a loop on a clock
-/// (a subscriber, a drain step), so that it too is awaited on shutdown.
-pub fn spawn<Fut>(tracker: &TaskTracker, task: Fut)
-where
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    tracker.spawn(task);
-}
-
 /// Runs `task` outside the tracker: for a batcher whose every piece of work has a caller
 /// awaiting it and that ends when its last handle is dropped. Tracking it would make shutdown
 /// wait for those handles, which live as long as the pod's state; the callers' own requests
@@ -80,14 +71,14 @@ where
 /// Whether a repeating task is failing, so that it says so on the first failure and on the
 /// first success after, and counts the runs in between quietly.
 #[derive(Debug)]
-pub struct Outage {
+struct Outage {
     name: &'static str,
     failing: bool,
 }
 
 impl Outage {
     /// A task called `name`, not failing.
-    pub fn new(name: &'static str) -> Outage {
+    fn new(name: &'static str) -> Outage {
         Outage {
             name,
             failing: false,
@@ -95,7 +86,7 @@ impl Outage {
     }
 
     /// Records one run's outcome; returns whether the task is failing now.
-    pub fn note<E: Display>(&mut self, outcome: Result<(), E>) -> bool {
+    fn note<E: Display>(&mut self, outcome: Result<(), E>) -> bool {
         match outcome {
             Ok(()) if self.failing => {
                 self.failing = false;

@@ -152,7 +152,7 @@ pub async fn mark_sent<'e>(
     provider_id: &str,
     event: &Event,
 ) -> Result<bool, StoreError> {
-    let (name, payload) = one_event(event)?;
+    let (name, payload) = crate::event_outbox::row(event)?;
     let sent: Option<i32> = sqlx::query_scalar(
         "WITH o AS (
            UPDATE outbox SET status = 'sent', provider_id = $3, sent_at = now(), last_error = NULL,
@@ -196,7 +196,7 @@ pub async fn mark_retry<'e>(
     release: bool,
     event: &Event,
 ) -> Result<bool, StoreError> {
-    let (name, payload) = one_event(event)?;
+    let (name, payload) = crate::event_outbox::row(event)?;
     let recorded: Option<i32> = sqlx::query_scalar(
         "WITH o AS (
            UPDATE outbox SET status = 'retry', attempts = attempts + 1, last_error = $3,
@@ -223,14 +223,6 @@ pub async fn mark_retry<'e>(
     .fetch_optional(db)
     .await?;
     Ok(recorded.is_some())
-}
-
-/// The `event` and `payload` columns of one event.
-fn one_event(event: &Event) -> Result<(&'static str, Value), StoreError> {
-    Ok((
-        event.kind().as_str(),
-        event.payload().map_err(StoreError::Payload)?,
-    ))
 }
 
 /// The breaker is open: the row waits `after` without an attempt being counted, and the

@@ -48,13 +48,22 @@ async fn insert<'e>(db: impl PgExecutor<'e>, events: &[(Uuid, &Event)]) -> Resul
     Ok(())
 }
 
+/// The `event` and `payload` columns of one event, for the statements that store it with
+/// their own write (a delivery outcome).
+pub(crate) fn row(event: &Event) -> Result<(&'static str, Value), StoreError> {
+    Ok((
+        event.kind().as_str(),
+        event.payload().map_err(StoreError::Payload)?,
+    ))
+}
+
 /// The `event` and `payload` columns of `events`, for the statements that insert them (here
 /// and with an audit row).
 pub(crate) fn columns<'a>(
     events: impl Iterator<Item = &'a Event>,
 ) -> Result<(Vec<&'static str>, Vec<Value>), StoreError> {
     events
-        .map(|e| Ok((e.kind().as_str(), e.payload().map_err(StoreError::Payload)?)))
+        .map(row)
         .collect::<Result<Vec<_>, StoreError>>()
         .map(|rows| rows.into_iter().unzip())
 }

@@ -3,7 +3,6 @@
 use super::{App, StartError};
 use crate::state::AppState;
 use std::net::SocketAddr;
-use switchboard_domain::periodic;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -78,7 +77,7 @@ impl Bound {
         let drain = lifecycle.clone();
         let token = lifecycle.shutdown_token();
         let stopped = token.clone();
-        periodic::spawn(lifecycle.tasks(), async move {
+        lifecycle.tasks().spawn(async move {
             drain.drain_requested().await;
             tracing::info!(delay_ms = drain_delay.as_millis() as u64, "draining");
             // A pod stopped outright (not drained) does not wait for the delay.
@@ -92,7 +91,7 @@ impl Bound {
             let router =
                 axum::Router::new().route("/metrics", axum::routing::get(crate::metrics::render));
             let token = token.clone();
-            periodic::spawn(lifecycle.tasks(), async move {
+            lifecycle.tasks().spawn(async move {
                 if let Err(e) =
                     crate::serve::serve(listener, router, header_timeout, false, token).await
                 {

@@ -133,16 +133,7 @@ async fn every_reference_in_the_document_resolves() {
             _ => {}
         }
     }
-    let (pod, _db) = TestPod::single().await;
-    let doc: Value = pod
-        .client
-        .get(pod.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = served_document().await;
     let mut found = Vec::new();
     refs(&doc, &mut found);
     assert!(!found.is_empty());
@@ -173,16 +164,7 @@ async fn enum_values_are_the_wire_spellings() {
             _ => {}
         }
     }
-    let (pod, _db) = TestPod::single().await;
-    let doc: Value = pod
-        .client
-        .get(pod.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = served_document().await;
     let mut values = Vec::new();
     enums(&doc, &mut values);
     assert!(values.contains(&"awaiting_client") && values.contains(&"queued"));
@@ -199,16 +181,7 @@ async fn enum_values_are_the_wire_spellings() {
 /// Every operation has an id of its own (client generators key operations by it).
 #[tokio::test]
 async fn operation_ids_are_unique() {
-    let (pod, _db) = TestPod::single().await;
-    let doc: Value = pod
-        .client
-        .get(pod.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = served_document().await;
     let mut seen = std::collections::HashSet::new();
     for (method, path) in operations(&doc) {
         let id = doc["paths"][&path][&method]["operationId"]
@@ -221,16 +194,7 @@ async fn operation_ids_are_unique() {
 /// Every Socket.IO event has its payload in the document, under its wire name.
 #[tokio::test]
 async fn the_document_describes_every_realtime_event() {
-    let (pod, _db) = TestPod::single().await;
-    let doc: Value = pod
-        .client
-        .get(pod.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = served_document().await;
     let schemas = &doc["components"]["schemas"];
     let named: Vec<&str> = schemas["RealtimeEvent"]["oneOf"]
         .as_array()
@@ -327,4 +291,10 @@ fn schema_names_are_unique() {
             }
         }
     }
+}
+
+/// `/openapi.json` as a pod serves it.
+async fn served_document() -> Value {
+    let (pod, _db) = TestPod::single().await;
+    pod.get("/openapi.json").await.json().await.unwrap()
 }
