@@ -32,16 +32,9 @@ impl RedisCluster {
             bus: BTreeMap::new(),
         };
         let count = masters * (1 + replicas);
-        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
-        for port in &ports {
-            cluster.spawn(*port);
-        }
-        for port in &ports {
-            wait_until(Duration::from_secs(10), || {
-                cli(*port, &["PING"]).is_some_and(|o| o.contains("PONG"))
-            })
-            .await
-            .unwrap_or_else(|| panic!("cluster node {port} did not start"));
+        let mut ports: Vec<u16> = Vec::with_capacity(count);
+        while ports.len() < count {
+            ports.push(cluster.start_node().await);
         }
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
@@ -72,8 +65,63 @@ impl RedisCluster {
         cluster
     }
 
+    /// Starts one node on a fresh port and waits for its PING. A free port is only free
+    /// when it was checked: a parallel test can take it (or a port this cluster picked for
+    /// another node's bus) before the node binds, so a node that does not come up is
+    /// retried on other ports rather than failing the test.
+    async fn start_node(&mut self) -> u16 {
+        for _ in 0..5 {
+            let port = self.fresh_port();
+            self.spawn(port);
+            let up = wait_until(Duration::from_secs(5), || {
+                cli(port, &["PING"]).is_some_and(|o| o.contains("PONG"))
+            })
+            .await
+            .is_some();
+            // A PONG from a server some other test started on the port is not ours.
+            let alive = match self.nodes.get_mut(&port) {
+                Some(Some(child)) => matches!(child.try_wait(), Ok(None)),
+                _ => false,
+            };
+            if up && alive {
+                return port;
+            }
+            if let Some(Some(mut child)) = self.nodes.remove(&port) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            self.bus.remove(&port);
+        }
+        panic!(
+            "no cluster node started after five ports (see {})",
+            self.dir.display()
+        );
+    }
+
+    /// A free port that no node of this cluster uses for clients or for its bus.
+    fn fresh_port(&self) -> u16 {
+        loop {
+            let port = free_port();
+            if !self.nodes.contains_key(&port) && !self.bus.values().any(|b| *b == port) {
+                return port;
+            }
+        }
+    }
+
     fn spawn(&mut self, port: u16) {
-        let bus = *self.bus.entry(port).or_insert_with(free_port);
+        let bus = match self.bus.get(&port) {
+            Some(bus) => *bus,
+            None => {
+                let bus = loop {
+                    let bus = self.fresh_port();
+                    if bus != port {
+                        break bus;
+                    }
+                };
+                self.bus.insert(port, bus);
+                bus
+            }
+        };
         let node_dir = self.dir.join(port.to_string());
         std::fs::create_dir_all(&node_dir).expect("node dir");
         let child = Command::new("redis-server")
