@@ -9,11 +9,11 @@ use crate::state::AppState;
 use std::convert::Infallible;
 use std::time::Duration;
 use switchboard_domain::periodic;
-use switchboard_flows::alerts::AlertKind;
-use switchboard_flows::jobs::agent_health;
-use switchboard_flows::queue::QueueRef;
-use switchboard_flows::upkeep;
-use switchboard_store::{StoreError, scheduled};
+use switchboard_jobs::alerts::AlertKind;
+use switchboard_jobs::periodic::agent_health;
+use switchboard_jobs::queue::QueueRef;
+use switchboard_jobs::queue::upkeep;
+use switchboard_store::{StoreError, failures};
 
 /// How often Postgres is asked for failed and dead work.
 const FAILURES_EVERY: Duration = Duration::from_secs(15);
@@ -37,7 +37,7 @@ async fn sample_queue(queue: &QueueRef) -> Option<usize> {
     Some(depth.total())
 }
 
-fn set_failures(f: scheduled::Failures) {
+fn set_failures(f: failures::Failures) {
     let set = |queue: &'static str, state: &'static str, n: i64| {
         metrics::gauge!("queue_jobs", "queue" => queue, "state" => state).set(n as f64);
     };
@@ -85,7 +85,7 @@ pub fn spawn(state: AppState) {
         move || {
             let db = state.db.clone();
             async move {
-                set_failures(scheduled::failures(&db).await?);
+                set_failures(failures::failures(&db).await?);
                 Ok::<(), StoreError>(())
             }
         },

@@ -1,26 +1,24 @@
-//! The pod's scheduler and every periodic job on it (AA2: once per slot across all pods).
+//! The pod's scheduler with every periodic job of `switchboard_jobs::periodic` (AA2: once per
+//! slot across all pods).
 //! Schedules come from the configuration (`SCHEDULE_{JOB}`); a schedule that does not
 //! parse refuses the start, naming the variable.
 
 use crate::state::AppState;
-use async_trait::async_trait;
-use serde_json::{Value, json};
 use std::sync::Arc;
 use switchboard_config::{Config, SCHEDULED_JOBS};
-use switchboard_domain::JobName;
 use switchboard_domain::ReportKind;
-use switchboard_flows::dispatch;
-use switchboard_flows::inbox_retention::InboxRetention;
-use switchboard_flows::jobs::agent_health::AgentHealthProbe;
-use switchboard_flows::jobs::backlog::BacklogAlert;
-use switchboard_flows::jobs::housekeeping::{QueueUpkeep, SchedulerPrune};
-use switchboard_flows::jobs::reports::ReportJob;
-use switchboard_flows::jobs::snooze::SnoozeResurface;
-use switchboard_flows::outbox_sweeper::{IdempotencyExpiry, OutboxSweepConfig, OutboxSweeper};
-use switchboard_flows::scheduler::schedule::Schedule;
-use switchboard_flows::scheduler::{Entry, Job, JobError, Run, Scheduler, Settings};
-use switchboard_flows::sweeper::{InboxSweeper, SweepConfig};
-use switchboard_realtime::Realtime;
+use switchboard_jobs::periodic::agent_health::AgentHealthProbe;
+use switchboard_jobs::periodic::backlog::BacklogAlert;
+use switchboard_jobs::periodic::events_retention::EventsRetention;
+use switchboard_jobs::periodic::housekeeping::{QueueUpkeep, SchedulerPrune};
+use switchboard_jobs::periodic::idempotency_expiry::IdempotencyExpiry;
+use switchboard_jobs::periodic::inbox_retention::InboxRetention;
+use switchboard_jobs::periodic::inbox_sweeper::{InboxSweeper, SweepConfig};
+use switchboard_jobs::periodic::outbox_sweeper::{OutboxSweepConfig, OutboxSweeper};
+use switchboard_jobs::periodic::reports::ReportJob;
+use switchboard_jobs::periodic::snooze::SnoozeResurface;
+use switchboard_jobs::scheduler::schedule::Schedule;
+use switchboard_jobs::scheduler::{Entry, Job, Scheduler, Settings};
 
 /// Checks every job's schedule; one line per schedule that does not parse.
 pub fn schedule_violations(config: &Config) -> Vec<String> {
@@ -37,36 +35,6 @@ pub fn schedule_violations(config: &Config) -> Vec<String> {
             }
         })
         .collect()
-}
-
-/// `events-retention`: realtime events past `EVENTS_RETENTION_HOURS`.
-struct EventsRetention(Realtime);
-
-#[async_trait]
-impl Job for EventsRetention {
-    fn name(&self) -> JobName {
-        JobName::EventsRetention
-    }
-
-    async fn run(&self, _: &Run) -> Result<Value, JobError> {
-        let deleted = self.0.delete_expired_events().await?;
-        Ok(json!({"deleted": deleted}))
-    }
-}
-
-/// `dead-letters`: the dead-letter worker's pass (`dispatch::dead_letters`).
-struct DeadLetters(switchboard_flows::Deps);
-
-#[async_trait]
-impl Job for DeadLetters {
-    fn name(&self) -> JobName {
-        JobName::DeadLetters
-    }
-
-    async fn run(&self, _: &Run) -> Result<Value, JobError> {
-        let report = dispatch::dead_letters::retry_due(&self.0).await?;
-        Ok(json!({"retried": report.retried, "alerted": report.alerted}))
-    }
 }
 
 /// Every job, with its schedule.
@@ -92,12 +60,15 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
                 batch: 500,
             },
         }),
-        Arc::new(DeadLetters(flows.clone())),
+        Arc::new(flows.dead_letters()),
         Arc::new(InboxRetention {
             db: db.clone(),
             retention: config.inbox.retention,
         }),
-        Arc::new(EventsRetention(state.realtime.clone())),
+        Arc::new(EventsRetention {
+            db: db.clone(),
+            retention: config.realtime.events_retention,
+        }),
         Arc::new(IdempotencyExpiry {
             db: db.clone(),
             ttl: config.http.idempotency_ttl,

@@ -8,7 +8,7 @@ use switchboard_config::Config;
 use switchboard_coord::Redis;
 use switchboard_flows::Deps;
 use switchboard_flows::intake::Intake;
-use switchboard_flows::queue::InboundQueue;
+use switchboard_jobs::queue::InboundQueue;
 use switchboard_realtime::Realtime;
 use switchboard_store::PgPool;
 use switchboard_store::crypto::SecretCipher;
@@ -59,9 +59,9 @@ pub struct AppStateInner {
     /// Rate limits, backpressure and proxy trust.
     pub protection: crate::protection::Protection,
     /// Alerts, raised once per window across pods.
-    pub alerts: switchboard_flows::alerts::Alerts,
+    pub alerts: switchboard_jobs::alerts::Alerts,
     /// Whether the pod can do its Redis work (scripts, pipelines, worker registration).
-    pub redis_work: switchboard_flows::redis_check::RedisWork,
+    pub redis_work: switchboard_jobs::redis_check::RedisWork,
     /// `/ready`'s last answer, served again for a second.
     pub ready_cache: crate::http::health::ReadyCache,
 }

@@ -2,6 +2,7 @@
 //! Resend's payload shape has shifted over time, so parsing takes what it can find and
 //! falls back rather than refusing.
 
+pub mod received;
 mod text;
 
 pub use text::html_to_text;

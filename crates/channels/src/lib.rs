@@ -1,6 +1,7 @@
 //! Channel adapters. Each channel keeps its signature check, payload parsing and outbound
 //! client in its own module; this file holds what is common to all of them.
 
+pub mod agent;
 pub mod email;
 pub mod inbound;
 pub mod outbound;

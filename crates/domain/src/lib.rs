@@ -4,8 +4,10 @@
 //! one loop for periodic background work. A crate that needs one of these names depends on
 //! this one instead of on the layer that happened to define it first.
 
+pub mod alerts;
 pub mod backoff;
 pub mod events;
+pub mod faults;
 pub mod jobs;
 mod kinds;
 pub mod lease;

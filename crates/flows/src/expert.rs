@@ -21,18 +21,18 @@
 //! F2 (a new customer message) moves awaiting_client and snoozed back to pending.
 
 use crate::Deps;
-use crate::faults::{Faults, Injected, Step};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::PgConnection;
 use switchboard_domain::events::{
     AgentMessageSent, MessageCreated, MessageSummary, QueueItemEvent,
 };
+use switchboard_domain::faults::{Faults, Injected, Step};
 use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
+use switchboard_store::expert_queue::{self, Current, ItemRow, Refusal, Transition};
 use switchboard_store::outbox::{self, NewReply};
-use switchboard_store::queue::{self, Current, ItemRow, Refusal, Transition};
 use uuid::Uuid;
 
 use QueueStatus::{AwaitingClient, Claimed, Pending, Resolved, Snoozed};
@@ -250,7 +250,7 @@ pub async fn apply(
     let updated = if *action == Action::Reopen {
         reopen(tx, &transition).await?
     } else {
-        queue::transition(&mut *tx, &transition).await?
+        expert_queue::transition(&mut *tx, &transition).await?
     };
     let Some(updated) = updated else {
         return refused(tx, &transition, actor, action).await;
@@ -346,20 +346,20 @@ pub async fn apply(
 async fn reopen(
     tx: &mut PgConnection,
     transition: &Transition<'_>,
-) -> Result<Option<queue::Transitioned>, ActionError> {
+) -> Result<Option<expert_queue::Transitioned>, ActionError> {
     use sqlx::Connection;
     let mut savepoint = tx.begin().await?;
-    match queue::transition(&mut *savepoint, transition).await {
+    match expert_queue::transition(&mut *savepoint, transition).await {
         Ok(updated) => {
             savepoint.commit().await?;
             Ok(updated)
         }
         Err(StoreError::Conflict) => {
             savepoint.rollback().await?;
-            let current = queue::current(&mut *tx, transition.org_id, transition.id)
+            let current = expert_queue::current(&mut *tx, transition.org_id, transition.id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
-            let live_item_id = queue::live_sibling(&mut *tx, transition.id)
+            let live_item_id = expert_queue::live_sibling(&mut *tx, transition.id)
                 .await?
                 .ok_or(ActionError::Conflict(current))?;
             Err(ActionError::LiveItem {
@@ -381,7 +381,7 @@ async fn refused(
     actor: &Actor,
     action: &Action,
 ) -> Result<Done, ActionError> {
-    let refusal = queue::explain(&mut *tx, transition)
+    let refusal = expert_queue::explain(&mut *tx, transition)
         .await?
         .ok_or(ActionError::NotFound)?;
     if let Refusal::State(current) = &refusal {
@@ -390,7 +390,7 @@ async fn refused(
             && current.claimed_by == Some(actor.user_id)
             && transition.if_match.is_none_or(|v| v == current.version)
         {
-            let item = queue::get(&mut *tx, transition.id)
+            let item = expert_queue::get(&mut *tx, transition.id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
             return Ok(Done {
@@ -404,7 +404,7 @@ async fn refused(
         return Err(ActionError::Conflict(current));
     }
     let item = Box::new(
-        queue::get(&mut *tx, transition.id)
+        expert_queue::get(&mut *tx, transition.id)
             .await?
             .ok_or(ActionError::NotFound)?,
     );

@@ -7,12 +7,12 @@
 //! pod that dies with a batch in flight has answered none of its requests, and the
 //! providers retry them. Batches form only under load; a lone webhook is written at once.
 
-use crate::faults::Faults;
-use crate::queue::InboundQueue;
 use std::sync::Arc;
 use switchboard_coord::Redis;
 use switchboard_coord::dedup::{self, Seen};
+use switchboard_domain::faults::Faults;
 use switchboard_domain::periodic;
+use switchboard_jobs::queue::InboundQueue;
 use switchboard_store::inbox::{self, NewEvent};
 use switchboard_store::{PgPool, StoreError};
 use tokio::sync::{Mutex, mpsc, oneshot};

@@ -1,4 +1,5 @@
-//! Switchboard's domain flows and the durable jobs that run them.
+//! Switchboard's product flows; the machinery that runs them (queues, scheduler, alerts) is
+//! `switchboard_jobs`, the third parties they call are `switchboard_channels`.
 //!
 //! F2 (`channel-inbound`): an accepted webhook event becomes a customer, a conversation, a
 //! message, an agent draft and an expert-queue item, with every write idempotent so the job
@@ -8,24 +9,10 @@
 //! transition with its outbound message, outbox row, audit row and realtime events in one
 //! transaction.
 
-pub mod agent;
-pub mod alerts;
-pub mod coalesce;
 pub mod dispatch;
-pub mod email_body;
 pub mod expert;
-pub mod faults;
 pub mod inbound;
-pub mod inbox_retention;
 pub mod intake;
-pub mod jobs;
-pub mod outbox_sweeper;
-pub mod pressure;
-pub mod queue;
-pub mod redis_check;
-pub mod scheduler;
-pub mod sweeper;
-pub mod upkeep;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
@@ -39,7 +26,7 @@ pub struct Deps {
     /// Redis coordination.
     pub redis: Redis,
     /// The drafting agent.
-    pub agent: agent::AgentClient,
+    pub agent: switchboard_channels::agent::AgentClient,
     /// Realtime delivery.
     pub emitter: Arc<dyn switchboard_domain::Emitter>,
     /// How long one job may hold an inbox event.
@@ -47,15 +34,26 @@ pub struct Deps {
     /// Retries, parking and text limits of the `channel-inbound` job.
     pub inbox_policy: inbound::InboxPolicy,
     /// The pod's webhook load, which jobs give way to.
-    pub load: pressure::AcceptLoad,
+    pub load: switchboard_jobs::pressure::AcceptLoad,
     /// Resend email bodies, which its webhooks leave out.
-    pub email_bodies: email_body::EmailBodies,
+    pub email_bodies: inbound::EmailBodies,
     /// Producer for `channel-outbound`.
-    pub outbound: queue::OutboundQueue,
+    pub outbound: switchboard_jobs::queue::OutboundQueue,
     /// Provider clients and settings of the `channel-outbound` job.
     pub dispatch: dispatch::Dispatcher,
     /// The inbound job's statements, batched across the pod's jobs.
     pub inbound: inbound::Batches,
     /// Test-only fault injection (never armed in production).
-    pub faults: faults::Faults,
+    pub faults: switchboard_domain::faults::Faults,
+}
+
+impl Deps {
+    /// What the dead-letter job and an admin's retry need to hand a row back.
+    pub fn dead_letters(&self) -> switchboard_jobs::periodic::dead_letters::DeadLetters {
+        switchboard_jobs::periodic::dead_letters::DeadLetters {
+            db: self.db.clone(),
+            outbound: self.outbound.clone(),
+            emitter: self.emitter.clone(),
+        }
+    }
 }

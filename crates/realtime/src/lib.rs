@@ -9,10 +9,9 @@
 
 mod caps;
 pub mod driver;
-pub mod events;
+pub use switchboard_store::events;
 mod handshake;
 mod relay;
-pub mod retention;
 pub mod sessions;
 pub mod watchdog;
 
@@ -66,12 +65,8 @@ pub struct Settings {
     /// tag keeps every channel in one cluster slot (sharded pub/sub re-subscribes them in
     /// one command, which a cluster rejects with `CROSSSLOT` across slots).
     pub redis_prefix: String,
-    /// How long events stay available to `GET /events`.
-    pub retention: Duration,
     /// How often the subscription watchdog runs.
     pub watchdog_interval: Duration,
-    /// This pod's name, for the retention job's `cron_runs` rows.
-    pub pod_id: String,
     /// How often the relay polls the event outbox without being woken.
     pub relay_poll: Duration,
     /// Sockets one user may hold on this pod at once (`SOCKETS_PER_USER`; 0: no cap).
@@ -86,9 +81,7 @@ impl Settings {
         Self {
             redis,
             redis_prefix: config.redis.prefix.clone(),
-            retention: config.realtime.events_retention,
             watchdog_interval: config.realtime.watchdog_interval,
-            pod_id: config.pod_id(),
             relay_poll: config.realtime.relay_poll,
             sockets_per_user: config.realtime.sockets_per_user,
             sockets_per_address: config.realtime.sockets_per_address,
@@ -217,12 +210,6 @@ impl Realtime {
     pub async fn check_subscriptions(&self) -> AdapterHealth {
         watchdog::check(&self.driver, &self.health).await;
         self.health.get()
-    }
-
-    /// Deletes events past `EVENTS_RETENTION_HOURS` (the scheduler's `events-retention`
-    /// job); returns how many went.
-    pub async fn delete_expired_events(&self) -> Result<u64, switchboard_store::StoreError> {
-        retention::delete_expired(&self.db, self.settings.retention).await
     }
 
     /// Starts the relay, the watchdog and the session check on `tracker`, and closes

@@ -41,7 +41,7 @@ impl Outcome {
     }
 }
 
-fn secs(d: Duration) -> f64 {
+pub(crate) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
@@ -162,37 +162,4 @@ pub async fn prune(pool: &PgPool, job: &str, keep: Duration) -> Result<u64, Stor
     .execute(pool)
     .await?
     .rows_affected())
-}
-
-/// Deletes alert claims older than `keep`.
-pub async fn prune_alert_claims(pool: &PgPool, keep: Duration) -> Result<u64, StoreError> {
-    Ok(sqlx::query(
-        "DELETE FROM alert_claims WHERE window_start < now() - make_interval(secs => $1)",
-    )
-    .bind(secs(keep))
-    .execute(pool)
-    .await?
-    .rows_affected())
-}
-
-/// Claims alert (`kind`, `subject`) for the window starting at `window_start`: `true` for
-/// exactly one pod. Used when Redis, the usual claim, is unreachable.
-pub async fn claim_alert(
-    pool: &PgPool,
-    kind: &str,
-    subject: &str,
-    window_start: DateTime<Utc>,
-    pod_id: &str,
-) -> Result<bool, StoreError> {
-    let won: Option<String> = sqlx::query_scalar(
-        "INSERT INTO alert_claims (kind, subject, window_start, pod_id) VALUES ($1, $2, $3, $4)
-         ON CONFLICT DO NOTHING RETURNING kind",
-    )
-    .bind(kind)
-    .bind(subject)
-    .bind(window_start)
-    .bind(pod_id)
-    .fetch_optional(pool)
-    .await?;
-    Ok(won.is_some())
 }

@@ -4,6 +4,7 @@
 //! State transitions are single `UPDATE … WHERE <expected state> RETURNING` statements and
 //! creates are `INSERT … ON CONFLICT` on the unique indexes the migrations name (AA5).
 
+pub mod alert_claims;
 pub mod audit;
 pub mod connections;
 pub mod conversations;
@@ -13,15 +14,16 @@ pub mod dead_letters;
 pub mod delivery;
 mod error;
 pub mod event_outbox;
+pub mod events;
+pub mod expert_queue;
+pub mod failures;
 pub mod idempotency;
 pub mod inbox;
 pub mod inbox_admin;
 pub mod model;
 pub mod orgs;
 pub mod outbox;
-pub mod queue;
 pub mod reports;
-pub mod scheduled;
 pub mod users;
 
 pub use error::StoreError;

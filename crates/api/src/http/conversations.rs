@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_domain::{Author, ChannelKind, DeliveryStatus, Role};
 use switchboard_store::conversations::{self, ConversationFilter, ConversationRow, MessageRow};
-use switchboard_store::queue;
+use switchboard_store::expert_queue;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -187,7 +187,9 @@ async fn show(
         None
     };
     let queue_item = match conversations::live_item(&state.db, id).await? {
-        Some(item) => queue::get(&state.db, item).await?.map(ItemView::from),
+        Some(item) => expert_queue::get(&state.db, item)
+            .await?
+            .map(ItemView::from),
         None => None,
     };
     Ok(Json(ShowResponse {

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use switchboard_domain::{ChannelKind, DeadLetterStatus, Role};
-use switchboard_flows::dispatch::dead_letters::{after_retry, retry_now};
+use switchboard_jobs::periodic::dead_letters::{after_retry, retry_now};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::dead_letters::{self, DeadLetter, Filter};
@@ -158,7 +158,7 @@ async fn retry(
     )
     .await?;
     tx.commit().await.map_err(StoreError::from)?;
-    after_retry(&state.flows, &requeued).await;
+    after_retry(&state.flows.dead_letters(), &requeued).await;
     let updated = dead_letters::get(&state.db, id).await?;
     Ok(Json(
         updated

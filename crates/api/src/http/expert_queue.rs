@@ -17,10 +17,10 @@ use chrono::{DateTime, Utc};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use switchboard_domain::faults::Step;
 use switchboard_domain::{Author, ChannelKind, DeliveryStatus, QueueStatus, Role};
 use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
-use switchboard_flows::faults::Step;
-use switchboard_store::queue::{self, Assigned, ItemFilter, ItemRow, Order};
+use switchboard_store::expert_queue::{self, Assigned, ItemFilter, ItemRow, Order};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -200,7 +200,7 @@ async fn list(
         after: q.cursor.as_deref().map(pagination::decode).transpose()?,
         limit: limit + 1,
     };
-    let rows = queue::list(&state.db, &filter).await?;
+    let rows = expert_queue::list(&state.db, &filter).await?;
     let (rows, next_cursor) = pagination::page(rows, limit, |r| match order {
         Order::Waiting => (r.created_at, r.id),
         Order::Recent => (r.updated_at, r.id),
@@ -213,7 +213,7 @@ async fn list(
 
 /// The org of item `id`: 404 when there is no such item, 403 when it is another org's.
 async fn item_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid> {
-    let org = queue::org_of(&state.db, id)
+    let org = expert_queue::org_of(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("queue item"))?;
     caller.role_in(org)?;
@@ -228,7 +228,7 @@ async fn show(
     Path(id): Path<Uuid>,
 ) -> ApiResult<Response> {
     item_org(&state, &caller, id).await?;
-    let row = queue::get(&state.db, id)
+    let row = expert_queue::get(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("queue item"))?;
     let tag = etag(row.version);

@@ -1,6 +1,6 @@
 //! Liveness and readiness (AA7). `/health` touches nothing; `/ready` checks Postgres and
 //! Redis concurrently, each under a short timeout, reports the last Redis work check
-//! ([`switchboard_flows::redis_check`]), and answers 503 while draining.
+//! ([`switchboard_jobs::redis_check`]), and answers 503 while draining.
 
 use crate::state::AppState;
 use axum::extract::State;
@@ -130,7 +130,7 @@ async fn readiness(state: &AppState) -> (StatusCode, serde_json::Value) {
         })
     });
     let agent = async {
-        let read = switchboard_flows::jobs::agent_health::read(&state.redis);
+        let read = switchboard_jobs::periodic::agent_health::read(&state.redis);
         match tokio::time::timeout(timeout, read).await {
             Ok(Ok(Some(h))) => Some(AgentView {
                 ok: h.ok,

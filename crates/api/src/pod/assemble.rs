@@ -11,19 +11,19 @@ use crate::protection::limiter::RateLimiter;
 use crate::state::{AppState, AppStateInner};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use switchboard_channels::agent::AgentClient;
 use switchboard_config::{AppEnv, Config};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_domain::backoff::Backoff;
+use switchboard_domain::faults::Faults;
 use switchboard_flows::Deps;
-use switchboard_flows::agent::AgentClient;
-use switchboard_flows::alerts::Alerts;
 use switchboard_flows::dispatch::Dispatcher;
-use switchboard_flows::email_body::EmailBodies;
-use switchboard_flows::faults::Faults;
+use switchboard_flows::inbound::EmailBodies;
 use switchboard_flows::inbound::{self, InboxPolicy};
 use switchboard_flows::intake::Intake;
-use switchboard_flows::pressure::AcceptLoad;
-use switchboard_flows::queue::{InboundQueue, OutboundQueue};
+use switchboard_jobs::alerts::Alerts;
+use switchboard_jobs::pressure::AcceptLoad;
+use switchboard_jobs::queue::{InboundQueue, OutboundQueue};
 use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenClaims, TokenError};
 use switchboard_store::StoreError;
 use switchboard_store::crypto::SecretCipher;
@@ -135,7 +135,7 @@ impl App {
             pressure: Backpressure::new(&config),
             proxies,
         };
-        let redis_work = switchboard_flows::redis_check::RedisWork::new(
+        let redis_work = switchboard_jobs::redis_check::RedisWork::new(
             redis.clone(),
             vec![inbound.queue_ref(), flows.outbound.queue_ref()],
             (config.workers.concurrency > 0).then(|| workers_identity(&config)),

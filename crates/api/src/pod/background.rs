@@ -2,7 +2,8 @@
 //! task tracker and stops on its shutdown token, so a drain waits for the jobs in hand.
 
 use crate::state::AppState;
-use switchboard_flows::{dispatch, upkeep};
+use switchboard_flows::{dispatch, inbound};
+use switchboard_jobs::queue::upkeep;
 
 /// Starts the pod's workers and sweepers on the lifecycle's tracker and token, so shutdown
 /// waits for the jobs they hold.
@@ -14,7 +15,7 @@ pub(super) fn spawn(state: &AppState) {
     state.redis_work.clone().spawn(token.clone(), tracker);
     state.realtime.spawn_background(token.clone(), tracker);
     // The promoter stays a per-pod 100 ms timer, not a scheduled job: see
-    // `switchboard_flows::jobs::housekeeping`.
+    // `switchboard_jobs::periodic::housekeeping`.
     upkeep::spawn_promoter(state.inbound.queue_ref(), token.clone(), tracker);
     upkeep::spawn_promoter(state.flows.outbound.queue_ref(), token.clone(), tracker);
     // WORKER_CONCURRENCY=0 makes an HTTP-and-sockets-only pod; the other pods run the jobs.
@@ -24,7 +25,8 @@ pub(super) fn spawn(state: &AppState) {
             .flows
             .outbound
             .spawn_wake_listener(token.clone(), tracker);
-        state.inbound.spawn_workers(
+        inbound::spawn_workers(
+            &state.inbound,
             state.flows.clone(),
             identity.clone(),
             config.workers.concurrency,

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use switchboard_config::{Config, RATE_LIMIT_POLICIES, RateSpec, parse_rate};
 use switchboard_coord::{Redis, gcra};
-use switchboard_flows::alerts::{AlertKind, Alerts};
+use switchboard_jobs::alerts::{AlertKind, Alerts};
 use tokio::sync::oneshot;
 
 /// How long the shared store is considered down after a failure before it is tried again.

@@ -11,12 +11,11 @@ use super::text::{SCRUBBED, scrub_string};
 /// logged there may quote them.
 const PROVIDER_TARGETS: &[&str] = &[
     "switchboard::alert",
+    // Provider clients, the agent client and the Resend body fetch.
     "switchboard_channels",
     "switchboard_flows::dispatch",
     "switchboard_flows::inbound",
     "switchboard_flows::intake",
-    "switchboard_flows::agent",
-    "switchboard_flows::email_body",
 ];
 
 /// Removes personal data and secrets from an event (the `before_send` hook).

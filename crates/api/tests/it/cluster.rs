@@ -8,8 +8,8 @@ use std::time::Duration;
 use switchboard_config::{RedisEndpoint, RedisTls};
 use switchboard_coord::subscription::{self, Notice};
 use switchboard_coord::{Redis, dedup};
-use switchboard_flows::queue::{InboundQueue, OutboundQueue};
-use switchboard_flows::redis_check::RedisWork;
+use switchboard_jobs::queue::{InboundQueue, OutboundQueue};
+use switchboard_jobs::redis_check::RedisWork;
 use switchboard_testing::signing::{SLACK_SECRET, slack};
 use switchboard_testing::socket::connect_with;
 use switchboard_testing::{

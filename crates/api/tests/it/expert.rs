@@ -5,7 +5,7 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use switchboard_domain::Role;
-use switchboard_flows::faults::{Fault, Step};
+use switchboard_domain::faults::{Fault, Step};
 use switchboard_testing::socket::connect_with;
 use switchboard_testing::{TestApp, TestPod, seed_member, seed_queue_items};
 use uuid::Uuid;
@@ -67,7 +67,7 @@ impl Org {
 /// Jobs waiting in the `channel-outbound` queue (scheduled, parked or active).
 async fn outbound_jobs(pod: &TestPod) -> usize {
     let queue = pod.server.state().flows.outbound.queue_ref();
-    switchboard_flows::upkeep::depth(&queue)
+    switchboard_jobs::queue::upkeep::depth(&queue)
         .await
         .unwrap()
         .total()

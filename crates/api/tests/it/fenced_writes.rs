@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use switchboard_api::error::ApiError;
 use switchboard_api::idempotency::{Begin, CompleteError, Idempotent};
 use switchboard_domain::Role;
+use switchboard_domain::faults::{DispatchPoint, Step};
 use switchboard_flows::dispatch::{self, Outcome};
-use switchboard_flows::faults::{DispatchPoint, Step};
 use switchboard_flows::inbound;
 use switchboard_store::crypto::SecretCipher;
 use switchboard_store::idempotency::{self, Existing, KeyRef};
@@ -256,7 +256,9 @@ async fn an_undecryptable_secret_is_one_dead_letter_and_one_alert_without_a_retr
         !stale.contains(&outbox),
         "the sweeper leaves a dead row alone"
     );
-    let pass = dispatch::dead_letters::retry_due(deps).await.unwrap();
+    let pass = switchboard_jobs::periodic::dead_letters::retry_due(&deps.dead_letters())
+        .await
+        .unwrap();
     assert_eq!((pass.retried, pass.alerted), (0, 0));
     assert_eq!(alerts_for(failure), 1, "exactly one alert");
     assert!(

@@ -4,7 +4,7 @@
 
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
-use switchboard_flows::queue::InboundQueue;
+use switchboard_jobs::queue::InboundQueue;
 use switchboard_testing::signing::{TELEGRAM_SECRET, telegram};
 use switchboard_testing::{TestApp, random_prefix, redis_client, redis_tls, redis_url, settled};
 use uuid::Uuid;
@@ -196,7 +196,7 @@ async fn a_backlog_past_the_lua_unpack_limit_is_still_processed() {
 /// lease scans it: the active list holds at most `ACTIVE_TARGET` jobs.
 #[tokio::test]
 async fn a_backlog_waits_parked_and_the_active_list_stays_short() {
-    use switchboard_flows::upkeep::ACTIVE_TARGET;
+    use switchboard_jobs::queue::upkeep::ACTIVE_TARGET;
     let prefix = random_prefix();
     let queue = queue(&prefix);
     let ids: Vec<Uuid> = (0..3000).map(|_| Uuid::new_v4()).collect();

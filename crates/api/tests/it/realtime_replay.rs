@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::Role;
-use switchboard_realtime::retention;
+use switchboard_jobs::periodic::events_retention;
 use switchboard_testing::rows::{agent_message_sent, message_created, queue_item_updated};
 use switchboard_testing::socket::connect_with;
 use switchboard_testing::{TestApp, TestDb};
@@ -160,9 +160,9 @@ async fn realtime_retention_deletes_old_events_and_replay_says_so() {
         .unwrap();
     // The job's body (the scheduler's tests cover once per slot across pods).
     let retention = Duration::from_secs(24 * 3600);
-    let run = retention::delete_expired(&pool, retention).await;
+    let run = events_retention::delete_expired(&pool, retention).await;
     assert_eq!(run.unwrap(), 2);
-    let again = retention::delete_expired(&pool, retention).await;
+    let again = events_retention::delete_expired(&pool, retention).await;
     assert_eq!(again.unwrap(), 0, "nothing old is left");
     assert_eq!(db.count("SELECT count(*) FROM events").await, 1);
 

@@ -29,7 +29,6 @@
 //! dead-letter row, with the `message_status_updated` event stored in it.
 
 mod breakers;
-pub mod dead_letters;
 mod lease;
 mod record;
 mod send;

@@ -8,12 +8,12 @@
 use super::lease::Lease;
 use super::{DispatchError, MAX_DEAD_LETTER_RETRIES, Outcome};
 use crate::Deps;
-use crate::alerts;
 use std::time::Duration;
 use switchboard_domain::events::MessageStatusUpdated;
 use switchboard_domain::{DeliveryStatus, Event};
+use switchboard_jobs::alerts;
 use switchboard_store::delivery::{self, Claimed, Failure};
-use switchboard_store::{dead_letters, event_outbox};
+use switchboard_store::event_outbox;
 
 /// Why a round stopped short of sending every part.
 #[derive(Debug, Clone)]
@@ -179,24 +179,7 @@ pub(super) async fn failed(
         .increment(1);
     tracing::warn!(outbox_id = %row.id, channel = %row.channel, attempts, dead, error = failure.error, "outbound delivery failed; dead-lettered");
     if dead {
-        raise_alerts(deps, Some(failed.failure_id)).await;
+        alerts::raise_reply_dead(&deps.db, Some(failed.failure_id)).await;
     }
     Ok(Outcome::Failed { dead })
-}
-
-/// Raises the alert of dead rows nobody alerted yet (`only` one, or any): claiming an
-/// alert is one atomic statement, so each dead row alerts exactly once across all pods.
-pub(crate) async fn raise_alerts(deps: &Deps, only: Option<uuid::Uuid>) -> usize {
-    let alerts = match dead_letters::claim_alerts(&deps.db, only, 100).await {
-        Ok(alerts) => alerts,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not claim dead-letter alerts");
-            return 0;
-        }
-    };
-    for a in &alerts {
-        metrics::counter!("dead_letter_alerts_total", "channel" => a.channel.as_str()).increment(1);
-        alerts::reply_dead(a);
-    }
-    alerts.len()
 }

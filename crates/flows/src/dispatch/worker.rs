@@ -1,12 +1,12 @@
 //! The supervised `channel-outbound` workers (the queue's upkeep and restarts are shared
-//! with `channel-inbound`, see [`crate::queue`]) and the delayed push that reschedules a row.
+//! with `channel-inbound`, see `switchboard_jobs::queue`) and the delayed push that reschedules a row.
 
 use super::process;
 use crate::Deps;
-use crate::queue::spawn_supervised_workers;
 use apalis::prelude::*;
 use std::time::Duration;
 use switchboard_domain::jobs::OutboundJob;
+use switchboard_jobs::spawn_supervised_workers;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;

@@ -1,22 +1,22 @@
 //! The job's statements, shared between the pod's concurrent jobs: a backlog drains with
-//! one claim and one draft statement for many events (see [`crate::coalesce`]). Each event
+//! one claim and one draft statement for many events (see `switchboard_jobs::coalesce`). Each event
 //! keeps its own outcome: a batch that fails (a deadlock between two pods' batches, one
 //! event's bad data) is run again one event at a time, so one event's failure is its own.
 //!
-//! A job still takes its turn ([`crate::pressure`]) before handing in a statement, so while
+//! A job still takes its turn (`switchboard_jobs::pressure`) before handing in a statement, so while
 //! the pod is busy answering webhooks one job at a time reaches Postgres and its batches
 //! are of one. Taking the turn per batch instead drained a sustained 2 000 webhooks/s
 //! faster (111 s against 152 s) but let each turn carry dozens of events, and the webhooks'
 //! p99 went from 122 ms to 3.5 s.
 
 use super::{JobError, sql};
-use crate::coalesce::{Coalescer, Stopped};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_domain::jobs::InboxMessage;
 use switchboard_domain::{Author, ChannelKind};
+use switchboard_jobs::coalesce::{Coalescer, Stopped};
 use switchboard_store::inbox::{self, InboundEvent};
 use switchboard_store::{PgPool, StoreError};
 use uuid::Uuid;

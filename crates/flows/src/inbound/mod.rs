@@ -1,14 +1,18 @@
 //! The `channel-inbound` job (F2), idempotent end to end.
 
 mod batch;
+mod email_body;
+mod job;
 mod sql;
 
 pub use batch::{Batches, DraftRow, MAX_BATCH, MessageRow, StoredMessage};
+pub use email_body::EmailBodies;
+pub use job::spawn_workers;
 
 use crate::Deps;
-use crate::agent::ChatLine;
-use crate::email_body::FetchError;
 use serde_json::json;
+use switchboard_channels::agent::ChatLine;
+use switchboard_channels::email::received::FetchError;
 use switchboard_domain::jobs::{InboxMessage, InboxPayload};
 use switchboard_domain::{Author, ChannelKind};
 use switchboard_store::StoreError;
@@ -232,13 +236,13 @@ async fn email_text(deps: &Deps, connection_id: Uuid, email_id: &str) -> Result<
         .await
     {
         Ok(text) => Ok(text),
-        Err(FetchError::Refused(reason)) => {
+        Err(JobError::EmailBody(FetchError::Refused(reason))) => {
             tracing::warn!(%email_id, %reason, "email body unavailable; storing the message without it");
             Ok(format!(
                 "(The body of this email could not be retrieved: {reason}. Resend email id: {email_id}.)"
             ))
         }
-        Err(e) => Err(JobError::EmailBody(e)),
+        Err(e) => Err(e),
     }
 }
 

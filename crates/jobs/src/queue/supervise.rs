@@ -1,7 +1,7 @@
 //! Workers that come back after a backend error.
 
 use super::QueueRef;
-use crate::upkeep;
+use crate::queue::upkeep;
 use apalis::prelude::WorkerError;
 use std::time::Duration;
 use switchboard_domain::backoff::Backoff;
@@ -68,6 +68,7 @@ pub fn supervise<F, Fut>(
 /// A macro rather than a generic function: apalis's `build` takes the handler through
 /// bounds over the backend, the service and the job context that a generic function would
 /// have to spell out in full. Needs `apalis::prelude::*` in scope where it is used.
+#[macro_export]
 macro_rules! spawn_supervised_workers {
     ($queue:expr, $handle:expr, $deps:expr, $identity:expr, $concurrency:expr, $token:expr, $tracker:expr $(,)?) => {{
         let queue = $queue.clone();
@@ -92,4 +93,3 @@ macro_rules! spawn_supervised_workers {
         );
     }};
 }
-pub(crate) use spawn_supervised_workers;

@@ -3,13 +3,10 @@
 //! (`GET {RESEND_API_BASE}/emails/receiving/{email_id}`, the connection's API key as bearer)
 //! before it stores the message.
 
+use crate::outbound::{BodyError, read_capped};
 use serde::Deserialize;
 use std::time::Duration;
-use switchboard_channels::outbound::{BodyError, read_capped};
-use switchboard_store::crypto::SecretCipher;
-use switchboard_store::{PgPool, StoreError, connections};
 use url::Url;
-use uuid::Uuid;
 
 /// How long one fetch may take.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(15);
@@ -23,15 +20,14 @@ pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// Fetches received emails' bodies from Resend; cheap to clone.
 #[derive(Clone)]
-pub struct EmailBodies {
+pub struct ReceivedEmails {
     http: reqwest::Client,
     base: Url,
-    cipher: SecretCipher,
 }
 
-impl std::fmt::Debug for EmailBodies {
+impl std::fmt::Debug for ReceivedEmails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmailBodies")
+        f.debug_struct("ReceivedEmails")
             .field("base", &self.base.as_str())
             .finish_non_exhaustive()
     }
@@ -47,9 +43,6 @@ pub enum FetchError {
     /// connection is gone.
     #[error("{0}")]
     Refused(String),
-    /// Reading the connection's secrets failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 /// The part of Resend's received email this needs.
@@ -59,37 +52,19 @@ struct ReceivedEmail {
     html: Option<String>,
 }
 
-impl EmailBodies {
-    /// A fetcher against `base` (`RESEND_API_BASE`), decrypting connection secrets with
-    /// `cipher`.
-    pub fn new(base: Url, cipher: SecretCipher) -> Self {
+impl ReceivedEmails {
+    /// A fetcher against `base` (`RESEND_API_BASE`).
+    pub fn new(base: Url) -> Self {
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .build()
             .unwrap_or_default();
-        Self { http, base, cipher }
+        Self { http, base }
     }
 
-    /// The plain-text body of received email `email_id` of connection `connection_id`: its
-    /// text part, else its HTML part as text, else empty.
-    pub async fn fetch(
-        &self,
-        db: &PgPool,
-        connection_id: Uuid,
-        email_id: &str,
-    ) -> Result<String, FetchError> {
-        let Some((_, secrets)) =
-            connections::get_with_secrets(db, &self.cipher, connection_id).await?
-        else {
-            return Err(FetchError::Refused(
-                "the email connection was deleted".into(),
-            ));
-        };
-        let Some(api_key) = secrets.expose()["api_key"].as_str() else {
-            return Err(FetchError::Refused(
-                "the email connection has no api_key".into(),
-            ));
-        };
+    /// The plain-text body of received email `email_id`, read with the connection's
+    /// `api_key`: its text part, else its HTML part as text, else empty.
+    pub async fn fetch(&self, api_key: &str, email_id: &str) -> Result<String, FetchError> {
         let mut url = self.base.clone();
         url.path_segments_mut()
             .map_err(|()| FetchError::Refused("RESEND_API_BASE cannot take a path".into()))?
@@ -120,7 +95,7 @@ impl EmailBodies {
                 .map_err(|e| FetchError::Unavailable(format!("unreadable answer: {e}")))?;
             Ok(match (email.text, email.html) {
                 (Some(text), _) if !text.trim().is_empty() => text,
-                (_, Some(html)) => switchboard_channels::email::html_to_text(&html),
+                (_, Some(html)) => super::html_to_text(&html),
                 _ => String::new(),
             })
         })

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use switchboard_domain::{Emitter, Event, JobName};
-use switchboard_store::{PgPool, event_outbox, scheduled};
+use switchboard_store::{PgPool, event_outbox, expert_queue};
 use uuid::Uuid;
 
 /// Items moved per transaction.
@@ -38,7 +38,7 @@ impl Job for SnoozeResurface {
                 .begin()
                 .await
                 .map_err(switchboard_store::StoreError::from)?;
-            let due = scheduled::resurface_snoozed(&mut tx, BATCH).await?;
+            let due = expert_queue::resurface_snoozed(&mut tx, BATCH).await?;
             let mut by_org: BTreeMap<Uuid, Vec<Event>> = BTreeMap::new();
             for resurfaced in &due {
                 by_org

@@ -2,8 +2,6 @@
 //! pushes `channel-outbound` again for outbox rows still unsent after a grace period and
 //! held by no worker: their job was lost (Redis flushed, the pod died between the release
 //! commit and the push) or their lease ran out.
-//!
-//! Also the expiry of old Idempotency-Keys, a job of its own (`idempotency-expiry`).
 
 use crate::queue::OutboundQueue;
 use crate::scheduler::{Job, JobError, Run};
@@ -11,7 +9,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::JobName;
-use switchboard_store::{PgPool, idempotency, outbox};
+use switchboard_store::{PgPool, outbox};
 
 /// Sweeper settings.
 #[derive(Debug, Clone, Copy)]
@@ -58,25 +56,5 @@ impl Job for OutboxSweeper {
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
         sweep(&self.db, &self.queue, self.config).await
-    }
-}
-
-/// Deletes Idempotency-Keys (and their stored answers) older than `ttl`.
-pub struct IdempotencyExpiry {
-    /// Postgres.
-    pub db: PgPool,
-    /// How long keys are kept (at least 24 h).
-    pub ttl: Duration,
-}
-
-#[async_trait]
-impl Job for IdempotencyExpiry {
-    fn name(&self) -> JobName {
-        JobName::IdempotencyExpiry
-    }
-
-    async fn run(&self, _: &Run) -> Result<Value, JobError> {
-        let expired = idempotency::expire(&self.db, self.ttl).await?;
-        Ok(json!({"expired": expired}))
     }
 }

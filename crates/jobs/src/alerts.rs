@@ -13,41 +13,8 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use switchboard_coord::Redis;
-use switchboard_store::{PgPool, cron_runs};
-
-/// What an alert is about (the `alert` field, and the `alerts_raised_total` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlertKind {
-    /// Redis, where the shared rate limits live, is unreachable: pods limit on their own.
-    RateLimitStorageDown,
-    /// A pod lost its realtime pub/sub subscriptions.
-    RealtimeAdapterDown,
-    /// The agent failed more than 5 times in a row.
-    AgentFailing,
-    /// Pending queue items are past their SLA.
-    BacklogPastSla,
-    /// A scheduled run failed (or was abandoned after its retry died too).
-    ScheduledRunFailed,
-    /// A scheduled run's pod died and another pod retried the slot.
-    ScheduledRunRetried,
-    /// An outbound reply is dead: its attempts and dead-letter retries ran out.
-    ReplyDead,
-}
-
-impl AlertKind {
-    /// The stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertKind::RateLimitStorageDown => "rate_limit_storage_down",
-            AlertKind::RealtimeAdapterDown => "realtime_adapter_down",
-            AlertKind::AgentFailing => "agent_failing",
-            AlertKind::BacklogPastSla => "backlog_past_sla",
-            AlertKind::ScheduledRunFailed => "scheduled_run_failed",
-            AlertKind::ScheduledRunRetried => "scheduled_run_retried",
-            AlertKind::ReplyDead => "reply_dead",
-        }
-    }
-}
+pub use switchboard_domain::alerts::{AlertKind, announce};
+use switchboard_store::{PgPool, alert_claims};
 
 /// The pod's alert raiser; cheap to clone.
 #[derive(Clone)]
@@ -108,7 +75,7 @@ impl Alerts {
                     .single()
                     .unwrap_or_else(Utc::now);
                 let claim =
-                    cron_runs::claim_alert(&self.db, kind.as_str(), subject, start, &self.pod_id);
+                    alert_claims::claim(&self.db, kind.as_str(), subject, start, &self.pod_id);
                 match tokio::time::timeout(DB_CLAIM_TIMEOUT, claim).await {
                     Ok(Ok(won)) => won,
                     _ => true,
@@ -145,17 +112,19 @@ pub fn reply_dead(dead: &switchboard_store::dead_letters::Alert) {
     metrics::counter!("alerts_raised_total", "alert" => AlertKind::ReplyDead.as_str()).increment(1);
 }
 
-/// Sends an alert on: the one place alerts leave the pod (an error line with target
-/// `switchboard::alert`, which Sentry captures, and `alerts_raised_total`), besides
-/// [`reply_dead`]. Callers whose own atomic step already picked one pod (a breaker that
-/// opened) call it directly; everyone else goes through [`Alerts::raise`].
-pub fn announce(kind: AlertKind, subject: &str, message: &str, details: &Value) {
-    tracing::error!(
-        target: "switchboard::alert",
-        alert = kind.as_str(),
-        subject,
-        details = %details,
-        "{message}"
-    );
-    metrics::counter!("alerts_raised_total", "alert" => kind.as_str()).increment(1);
+/// Raises the alert of dead rows nobody alerted yet (`only` one, or any): claiming an
+/// alert is one atomic statement, so each dead row alerts exactly once across all pods.
+pub async fn raise_reply_dead(db: &PgPool, only: Option<uuid::Uuid>) -> usize {
+    let alerts = match switchboard_store::dead_letters::claim_alerts(db, only, 100).await {
+        Ok(alerts) => alerts,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not claim dead-letter alerts");
+            return 0;
+        }
+    };
+    for a in &alerts {
+        metrics::counter!("dead_letter_alerts_total", "channel" => a.channel.as_str()).increment(1);
+        reply_dead(a);
+    }
+    alerts.len()
 }

@@ -3,7 +3,6 @@
 //! [`FAILING_AFTER`] failed probes in a row, or the agent's shared breaker open, raise the
 //! `agent_failing` alert (once per window across pods).
 
-use crate::agent::{AgentClient, ProbeError};
 use crate::alerts::{AlertKind, Alerts};
 use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
@@ -12,6 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use switchboard_channels::agent::{AgentClient, ProbeError};
 use switchboard_coord::Redis;
 use switchboard_coord::breaker::BreakerState;
 use switchboard_domain::JobName;

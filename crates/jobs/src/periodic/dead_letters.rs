@@ -1,17 +1,23 @@
 //! The dead-letter worker: a scheduled job (`dead-letters`, once per slot across all pods,
 //! AA2) that hands due dead letters back to the `channel-outbound` job (each hand-back is one of
-//! the [`super::MAX_DEAD_LETTER_RETRIES`] retries; the job records the result, and the
+//! the `MAX_DEAD_LETTER_RETRIES` retries; the job records the result, and the
 //! last failed retry makes the reply `dead` and raises its alert), and raises any alert a
 //! pod died before raising.
 //!
 //! Also the admin's retry (`POST /dead-letters/{id}/retry`), which hands a row back at once.
 
-use super::record::raise_alerts;
-use crate::Deps;
+use crate::alerts::raise_reply_dead;
+use crate::queue::OutboundQueue;
+use crate::scheduler::{Job, JobError, Run};
+use async_trait::async_trait;
 use chrono::Utc;
+use serde_json::{Value, json};
 use sqlx::PgConnection;
+use std::sync::Arc;
 use switchboard_domain::events::MessageStatusUpdated;
 use switchboard_domain::{DeliveryStatus, Event};
+use switchboard_domain::{Emitter, JobName};
+use switchboard_store::PgPool;
 use switchboard_store::dead_letters::{self, Requeued};
 use switchboard_store::{StoreError, event_outbox};
 use uuid::Uuid;
@@ -39,9 +45,32 @@ fn retry_event(r: &Requeued) -> (Uuid, Event) {
     (r.org_id, event)
 }
 
+/// What hands dead letters back: their rows, their queue and the realtime relay.
+#[derive(Clone)]
+pub struct DeadLetters {
+    /// Postgres.
+    pub db: PgPool,
+    /// The queue rows go back to.
+    pub outbound: OutboundQueue,
+    /// Wakes the relay for the `message_status_updated` events.
+    pub emitter: Arc<dyn Emitter>,
+}
+
+#[async_trait]
+impl Job for DeadLetters {
+    fn name(&self) -> JobName {
+        JobName::DeadLetters
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let report = retry_due(self).await?;
+        Ok(json!({"retried": report.retried, "alerted": report.alerted}))
+    }
+}
+
 /// One pass: hands the due dead letters back to the dispatch job and raises the alerts a
 /// pod died before raising. The body of the `dead-letters` scheduled job.
-pub async fn retry_due(deps: &Deps) -> Result<Report, StoreError> {
+pub async fn retry_due(deps: &DeadLetters) -> Result<Report, StoreError> {
     let mut tx = deps.db.begin().await?;
     let requeued = dead_letters::requeue_due(&mut tx, BATCH).await?;
     let events: Vec<_> = requeued.iter().map(retry_event).collect();
@@ -59,11 +88,11 @@ pub async fn retry_due(deps: &Deps) -> Result<Report, StoreError> {
     }
     Ok(Report {
         retried: requeued.len(),
-        alerted: raise_alerts(deps, None).await,
+        alerted: raise_reply_dead(&deps.db, None).await,
     })
 }
 
-async fn push(deps: &Deps, ids: &[Uuid]) -> bool {
+async fn push(deps: &DeadLetters, ids: &[Uuid]) -> bool {
     match deps.outbound.push_rows(ids).await {
         Ok(()) => true,
         Err(e) => {
@@ -88,7 +117,7 @@ pub async fn retry_now(tx: &mut PgConnection, id: Uuid) -> Result<Option<Requeue
 
 /// After an admin's retry committed: push the job (the sweeper covers a failed push) and
 /// wake the realtime relay.
-pub async fn after_retry(deps: &Deps, requeued: &Requeued) {
+pub async fn after_retry(deps: &DeadLetters, requeued: &Requeued) {
     push(deps, &[requeued.outbox_id]).await;
     deps.emitter.wake();
 }

@@ -1,17 +1,17 @@
 //! The drafting agent client: Switchboard's small JSON contract or any OpenAI-compatible
 //! chat-completions endpoint, with retries and a breaker shared by all pods.
 
-use crate::alerts::{self, AlertKind};
+use crate::outbound::read_capped;
 use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-use switchboard_channels::outbound::read_capped;
 use switchboard_config::{AgentMode, Config};
 use switchboard_coord::Redis;
 use switchboard_coord::breaker::{Breaker, BreakerConfig};
 use switchboard_domain::Author;
+use switchboard_domain::alerts::{self, AlertKind};
 use switchboard_domain::backoff::Backoff;
 use url::Url;
 use uuid::Uuid;

@@ -21,7 +21,6 @@
 pub mod schedule;
 
 use crate::alerts::{AlertKind, Alerts};
-use crate::faults::Faults;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -34,6 +33,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use switchboard_domain::faults::Faults;
 use switchboard_domain::{JobName, lease, periodic};
 use switchboard_store::cron_runs::{self, Held, Outcome};
 use switchboard_store::{PgPool, StoreError, reports};

@@ -6,7 +6,7 @@ use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use switchboard_domain::JobName;
-use switchboard_store::{PgPool, scheduled};
+use switchboard_store::{PgPool, expert_queue};
 
 /// The scheduled job.
 pub struct BacklogAlert {
@@ -23,7 +23,7 @@ impl Job for BacklogAlert {
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
-        let backlog = scheduled::backlog_past_sla(&self.db).await?;
+        let backlog = expert_queue::backlog_past_sla(&self.db).await?;
         let mut alerted = 0;
         for org in &backlog {
             let raised = self

@@ -3,7 +3,8 @@
 
 use crate::StoreError;
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use switchboard_domain::events::QueueItemEvent;
 use switchboard_domain::{ChannelKind, QueueStatus};
 use uuid::Uuid;
 
@@ -387,5 +388,63 @@ pub async fn live_sibling<'e>(
     )
     .bind(id)
     .fetch_optional(db)
+    .await?)
+}
+
+/// A snoozed item that came due, as its `queue_item_updated` event says it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Resurfaced {
+    /// The item's org.
+    pub org_id: Uuid,
+    /// The item after the change.
+    #[sqlx(flatten)]
+    pub item: QueueItemEvent,
+}
+
+const RESURFACE: &str = "UPDATE expert_queue q SET status = 'pending', snoozed_until = NULL,
+        version = q.version + 1, updated_at = now()
+     WHERE q.id IN (SELECT id FROM expert_queue
+                    WHERE status = 'snoozed' AND snoozed_until <= now()
+                    ORDER BY snoozed_until LIMIT $1 FOR UPDATE SKIP LOCKED)
+       AND q.status = 'snoozed' AND q.snoozed_until <= now()
+     RETURNING q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
+               q.flagged_for_review";
+
+/// Moves up to `limit` snoozed items whose time has come back to `pending`, in one
+/// `UPDATE … RETURNING` (AA5: an item already moved by anyone else is not in the `WHERE`).
+pub async fn resurface_snoozed(
+    tx: &mut PgConnection,
+    limit: i64,
+) -> Result<Vec<Resurfaced>, StoreError> {
+    Ok(sqlx::query_as(RESURFACE)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?)
+}
+
+/// One org's pending items past their SLA.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Backlog {
+    /// The org.
+    pub org_id: Uuid,
+    /// How many pending items are past their SLA.
+    pub overdue: i64,
+    /// The item waiting longest past its SLA.
+    pub oldest_id: Uuid,
+    /// Its SLA.
+    pub oldest_due_at: DateTime<Utc>,
+}
+
+/// Pending items past their `sla_due_at`, per org.
+pub async fn backlog_past_sla(pool: &PgPool) -> Result<Vec<Backlog>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT org_id, count(*) AS overdue,
+                (array_agg(id ORDER BY sla_due_at, id))[1] AS oldest_id,
+                min(sla_due_at) AS oldest_due_at
+         FROM expert_queue
+         WHERE status = 'pending' AND sla_due_at < now()
+         GROUP BY org_id ORDER BY org_id",
+    )
+    .fetch_all(pool)
     .await?)
 }

@@ -9,13 +9,13 @@
 //! promotion for a whole lease whenever the claiming pod died.
 
 use crate::queue::QueueRef;
+use crate::queue::upkeep;
 use crate::scheduler::{Job, JobError, Run};
-use crate::upkeep;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::JobName;
-use switchboard_store::{PgPool, cron_runs};
+use switchboard_store::{PgPool, alert_claims, cron_runs};
 
 /// Vacuums finished jobs and forgets gone workers of every queue.
 pub struct QueueUpkeep {
@@ -64,7 +64,7 @@ impl Job for SchedulerPrune {
         for job in &self.jobs {
             runs += cron_runs::prune(&self.db, job, self.keep).await?;
         }
-        let alerts = cron_runs::prune_alert_claims(&self.db, self.keep).await?;
+        let alerts = alert_claims::prune(&self.db, self.keep).await?;
         Ok(json!({"runs_deleted": runs, "alert_claims_deleted": alerts}))
     }
 }

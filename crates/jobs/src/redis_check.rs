@@ -8,7 +8,7 @@
 //! the step that failed.
 
 use crate::queue::QueueRef;
-use crate::upkeep;
+use crate::queue::upkeep;
 use chrono::{DateTime, Utc};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -13,21 +13,20 @@
 //!   5 s × 3, and the inbox sweeper is the backstop;
 //! - finished jobs are acknowledged only with `persist_results(true)`, which keeps each job's
 //!   data and result in Redis until vacuumed: the sweeper vacuums once per slot (with our own
-//!   bounded script, see [`crate::upkeep`]);
+//!   bounded script, see [`crate::queue::upkeep`]);
 //! - every push lands in the scheduled set, and a fetch moves *all* due scheduled jobs with
 //!   one `unpack`, which fails past ~8000 and then kills every worker on every fetch: the
-//!   promoter in [`crate::upkeep`] keeps the scheduled set small;
+//!   promoter in [`crate::queue::upkeep`] keeps the scheduled set small;
 //! - a worker's metadata hash outlives it: names are recorded as workers start, and the
-//!   sweeper deletes the metadata of gone ones ([`crate::upkeep::forget_gone_workers`]).
+//!   sweeper deletes the metadata of gone ones ([`crate::queue::upkeep::forget_gone_workers`]).
 
 mod supervise;
+pub mod upkeep;
 mod wake;
 
-pub(crate) use supervise::spawn_supervised_workers;
 pub use supervise::supervise;
 use wake::Announcer;
 
-use crate::{Deps, inbound};
 use apalis::prelude::*;
 use apalis_core::backend::ext::poll_strategy::{PollWith, Strategy};
 use apalis_redis::{Config as QueueConfig, RedisStorage};
@@ -38,8 +37,6 @@ use std::time::Duration;
 use switchboard_coord::Redis;
 use switchboard_domain::jobs::{InboundJob, OutboundJob};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 /// Why a push did not reach Redis.
@@ -49,21 +46,6 @@ pub struct PushError {
     queue: &'static str,
     #[source]
     source: apalis_core::backend::TaskSinkError<apalis_redis::Error>,
-}
-
-/// The job body: the idempotent F2 flow. An error leaves the event unprocessed in
-/// Postgres, where the sweeper finds it again.
-async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), inbound::JobError> {
-    match inbound::process(&deps, job.event_id).await {
-        Ok(outcome) => {
-            tracing::debug!(event_id = %job.event_id, ?outcome, "inbound job done");
-            Ok(())
-        }
-        Err(e) => {
-            tracing::warn!(event_id = %job.event_id, error = %e, "inbound job failed; the sweeper retries it");
-            Err(e)
-        }
-    }
 }
 
 /// A queue's keys and connection, for the upkeep scripts (whatever the job type).
@@ -194,14 +176,14 @@ where
     }
 
     /// The storage, for scheduled pushes.
-    pub(crate) fn storage(&self) -> &RedisStorage<J, switchboard_coord::Conn> {
+    pub fn storage(&self) -> &RedisStorage<J, switchboard_coord::Conn> {
         &self.storage
     }
 
     /// The backend a worker of this pod fetches from: woken by every push at once (this
     /// pod's, and other pods' through [`Self::spawn_wake_listener`]), and every poll
     /// interval for jobs coming due and for notifications that were lost.
-    pub(crate) fn backend(&self) -> PollWith<RedisStorage<J, switchboard_coord::Conn>, Strategy> {
+    pub fn backend(&self) -> PollWith<RedisStorage<J, switchboard_coord::Conn>, Strategy> {
         let pushes = futures::stream::unfold(self.pushed.clone(), |pushed| async move {
             pushed.notified().await;
             Some(((), pushed))
@@ -227,19 +209,6 @@ impl InboundQueue {
                 .collect(),
         )
         .await
-    }
-
-    /// Starts the supervised workers on `tracker`; they stop when `token` is cancelled,
-    /// after finishing the jobs they hold.
-    pub fn spawn_workers(
-        &self,
-        deps: Deps,
-        identity: String,
-        concurrency: usize,
-        token: CancellationToken,
-        tracker: &TaskTracker,
-    ) {
-        spawn_supervised_workers!(self, handle, deps, identity, concurrency, token, tracker);
     }
 }
 

@@ -1,0 +1,39 @@
+//! The supervised `channel-inbound` workers (the queue and its upkeep are
+//! `switchboard_jobs::queue`, shared with `channel-outbound`, whose workers are
+//! `dispatch::worker`).
+
+use crate::Deps;
+use apalis::prelude::*;
+use switchboard_domain::jobs::InboundJob;
+use switchboard_jobs::queue::InboundQueue;
+use switchboard_jobs::spawn_supervised_workers;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The job body: the idempotent F2 flow. An error leaves the event unprocessed in
+/// Postgres, where the sweeper finds it again.
+async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), super::JobError> {
+    match super::process(&deps, job.event_id).await {
+        Ok(outcome) => {
+            tracing::debug!(event_id = %job.event_id, ?outcome, "inbound job done");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(event_id = %job.event_id, error = %e, "inbound job failed; the sweeper retries it");
+            Err(e)
+        }
+    }
+}
+
+/// Starts `concurrency` supervised workers of `queue` on `tracker`; they stop when `token`
+/// is cancelled, after finishing the jobs they hold.
+pub fn spawn_workers(
+    queue: &InboundQueue,
+    deps: Deps,
+    identity: String,
+    concurrency: usize,
+    token: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    spawn_supervised_workers!(queue, handle, deps, identity, concurrency, token, tracker);
+}

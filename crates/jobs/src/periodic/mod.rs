@@ -1,0 +1,14 @@
+//! Every periodic job the scheduler runs, one module each (the schedule of each is
+//! `SCHEDULE_{JOB}`; the pod lists them in `api::scheduled`).
+
+pub mod agent_health;
+pub mod backlog;
+pub mod dead_letters;
+pub mod events_retention;
+pub mod housekeeping;
+pub mod idempotency_expiry;
+pub mod inbox_retention;
+pub mod inbox_sweeper;
+pub mod outbox_sweeper;
+pub mod reports;
+pub mod snooze;
