@@ -171,7 +171,7 @@ mod tests {
     use std::collections::HashMap;
     use std::path::PathBuf;
 
-    fn load(pairs: &[(&str, &str)]) -> Result<crate::Config, String> {
+    fn load(pairs: &[(&str, &str)]) -> Result<crate::Config, crate::ConfigError> {
         let mut vars: HashMap<String, String> = [
             ("DATABASE_URL", "postgres://localhost/db"),
             ("JWT_SECRET", "short"),
@@ -182,7 +182,7 @@ mod tests {
         .collect();
         vars.insert("APP_ENV".into(), "test".into());
         let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config"));
-        crate::load_from(&vars, &dir).map_err(|e| e.to_string())
+        crate::load_from(&vars, &dir)
     }
 
     #[test]
@@ -338,7 +338,7 @@ mod tests {
             ),
         ];
         for (var, value, expected) in cases {
-            let err = load(&[(var, value)]).expect_err(var);
+            let err = load(&[(var, value)]).expect_err(var).to_string();
             assert!(err.contains(expected), "{var}={value}: {err}");
         }
     }
@@ -366,7 +366,8 @@ mod tests {
             ("INBOX_RETRY_BASE_SECS", "7200"),
             ("INBOX_RETRY_MAX_SECS", "3600"),
         ])
-        .expect_err("rejects");
+        .expect_err("rejects")
+        .to_string();
         assert!(
             err.contains(
                 "INBOX_RETRY_BASE_SECS (7200) must not exceed INBOX_RETRY_MAX_SECS (3600)"
@@ -377,7 +378,9 @@ mod tests {
 
     #[test]
     fn every_broken_rule_is_reported_at_once() {
-        let err = load(&[("QUEUE_POLL_MS", "1"), ("OUTBOX_LEASE_SECS", "0")]).expect_err("rejects");
+        let err = load(&[("QUEUE_POLL_MS", "1"), ("OUTBOX_LEASE_SECS", "0")])
+            .expect_err("rejects")
+            .to_string();
         assert!(
             err.contains("QUEUE_POLL_MS") && err.contains("OUTBOX_LEASE_SECS"),
             "{err}"
@@ -386,7 +389,9 @@ mod tests {
 
     #[test]
     fn malformed_rates_name_their_variable() {
-        let err = load(&[("RATE_LIMIT_LOGIN_IP", "lots")]).expect_err("rejects");
+        let err = load(&[("RATE_LIMIT_LOGIN_IP", "lots")])
+            .expect_err("rejects")
+            .to_string();
         assert!(err.contains("RATE_LIMIT_LOGIN_IP must be"), "{err}");
     }
 }

@@ -9,20 +9,34 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+/// Why a socket did not connect.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The server answered the handshake with `connect_error` and this message.
+    #[error("{0}")]
+    Refused(String),
+    /// The client could not open the transport.
+    #[error("could not connect: {0}")]
+    Transport(#[from] rust_socketio::Error),
+    /// Nothing answered the handshake within 10 s.
+    #[error("no answer to the handshake")]
+    NoAnswer,
+}
+
 /// A connected client and everything the server sent it.
 pub struct Sock {
     client: Client,
     events: UnboundedReceiver<(String, Value)>,
 }
 
-/// Connects to `pod` with `auth` as the handshake payload; `Err` carries the server's
-/// `connect_error` message (or why nothing answered).
-pub async fn connect(pod: &Endpoint, auth: Option<Value>) -> Result<Sock, String> {
+/// Connects to `pod` with `auth` as the handshake payload; `Err` says why (the server's
+/// `connect_error` message, or why nothing answered).
+pub async fn connect(pod: &Endpoint, auth: Option<Value>) -> Result<Sock, ConnectError> {
     connect_url(&pod.base, auth).await
 }
 
 /// Connects to the server at `base` (e.g. a pod started as a process).
-pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, String> {
+pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, ConnectError> {
     let (events_tx, events) = unbounded_channel();
     let (status_tx, mut status) = unbounded_channel::<Result<(), String>>();
     let opened = status_tx.clone();
@@ -47,16 +61,16 @@ pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, String
     if let Some(auth) = auth {
         builder = builder.auth(auth);
     }
-    let client = builder.connect().await.map_err(|e| e.to_string())?;
+    let client = builder.connect().await?;
     match tokio::time::timeout(Duration::from_secs(10), status.recv()).await {
         Ok(Some(Ok(()))) => Ok(Sock { client, events }),
         Ok(Some(Err(message))) => {
             let _ = client.disconnect().await;
-            Err(message)
+            Err(ConnectError::Refused(message))
         }
         _ => {
             let _ = client.disconnect().await;
-            Err("no answer to the handshake".into())
+            Err(ConnectError::NoAnswer)
         }
     }
 }

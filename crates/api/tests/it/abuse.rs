@@ -202,9 +202,10 @@ async fn sockets_are_capped_per_user_and_a_closed_one_gives_its_place_back() {
     let first = connect(pod, auth()).await.expect("first");
     let _second = connect(pod, auth()).await.expect("second");
     let refused = connect(pod, auth()).await;
-    let Err(message) = refused else {
+    let Err(refusal) = refused else {
         panic!("a third socket of one user is refused");
     };
+    let message = refusal.to_string();
     assert!(
         message.contains("too many open connections for this user"),
         "{message}"
