@@ -5,6 +5,7 @@ import { defineConfig } from "vite";
 // otherwise). `npm run build` writes dist/, which the binary embeds (crates/api/src/console.rs).
 const api = process.env.SB_API ?? "http://127.0.0.1:8080";
 const proxied = [
+  "/alerts",
   "/auth",
   "/expert-queue",
   "/conversations",

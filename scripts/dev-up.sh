@@ -427,14 +427,30 @@ with_env "$BIN" migrate >/dev/null
 # `switchboard demo-providers` is the agent and the Slack, Twilio, Telegram and Resend APIs of
 # the local stack: drafts depend on the message and replies are recorded, never sent to a real
 # provider. Its page is a customer simulator (signed webhooks through the load balancer, and
-# the replies each channel received). SB_REAL_PROVIDERS=1 leaves it out; SB_DEMO_PORT (4010).
+# the replies each channel received). It is also where the stack's alerts go (fake Slack,
+# PagerDuty and signed-webhook sinks, listed on its page) and its system mail (the fake
+# Resend): agent-health probes every 10 s, so `POST $DEMO_URL/api/faults
+# {"kind":"agent","status":503}` opens `agent_failing` within about a minute.
+# SB_REAL_PROVIDERS=1 leaves it out; SB_DEMO_PORT (4010).
 DEMO_PORT="${SB_DEMO_PORT:-4010}"
 DEMO_URL="http://127.0.0.1:$DEMO_PORT"
+# The demo's Standard Webhooks secret for alert webhooks: demo-providers' own default too.
+DEMO_ALERT_SECRET="whsec_c3dpdGNoYm9hcmQgZGVtbyBhbGVydCB3ZWJob29rcyE="
 if [ "${SB_REAL_PROVIDERS:-0}" != 1 ]; then
   # .dev/env is rewritten at every run, so these lines are never doubled.
-  printf '%s\n' "AGENT_URL=$DEMO_URL/agent" "SLACK_API_BASE=$DEMO_URL/slack/api" \
-    "TWILIO_API_BASE=$DEMO_URL/twilio" "TELEGRAM_API_BASE=$DEMO_URL/telegram" \
-    "RESEND_API_BASE=$DEMO_URL/resend" >>"$DEV/env"
+  {
+    printf '%s\n' "AGENT_URL=$DEMO_URL/agent" "SLACK_API_BASE=$DEMO_URL/slack/api" \
+      "TWILIO_API_BASE=$DEMO_URL/twilio" "TELEGRAM_API_BASE=$DEMO_URL/telegram" \
+      "RESEND_API_BASE=$DEMO_URL/resend" \
+      "ALERT_SLACK_WEBHOOK_URL=$DEMO_URL/alerts/slack" \
+      "ALERT_PAGERDUTY_URL=$DEMO_URL/alerts/pagerduty/v2/enqueue" \
+      "ALERT_PAGERDUTY_ROUTING_KEY=demo-routing-key" \
+      "ALERT_WEBHOOK_URL=$DEMO_URL/alerts/webhook" \
+      "ALERT_WEBHOOK_SECRET=$DEMO_ALERT_SECRET" "DEMO_ALERT_WEBHOOK_SECRET=$DEMO_ALERT_SECRET" \
+      "MAIL_RESEND_API_KEY=demo"
+    env_line MAIL_FROM "Switchboard <alerts@demo.local>"
+    env_line SCHEDULE_AGENT_HEALTH "*/10 * * * * *"
+  } >>"$DEV/env"
   if pid_alive "$DEV/demo-providers.pid" switchboard; then
     log "demo-providers already running (pid $(pid_of "$DEV/demo-providers.pid"))"
   else
@@ -534,6 +550,8 @@ printf '  %-14s %s/   (log in as %s / %s)\n' "console" "$PUBLIC_URL" "$expert" "
 if [ "${SB_REAL_PROVIDERS:-0}" != 1 ]; then
   printf '  %-14s %s/   (customer simulator; fake agent and providers, log .dev/demo-providers.log)\n' \
     "demo providers" "$DEMO_URL"
+  printf '  %-14s %s   (take the fake agent down; its alerts show on that page and, for admins, in the console)\n' \
+    "alert demo" "curl -X POST $DEMO_URL/api/faults -H 'content-type: application/json' -d '{\"kind\":\"agent\",\"status\":503}'"
 fi
 if [ "$TOPOLOGY" = managed ]; then
   printf '  %-14s 127.0.0.1:%s (TLS); the pods go through PgBouncer 127.0.0.1:%s (transaction pooling)\n' \

@@ -429,6 +429,32 @@ test("keyboard only: move, open, claim, edit, release, snooze, reopen, resolve",
   await page1.locator("#detail-status", { hasText: "Resolved" }).waitFor();
 });
 
+test("a shortcut pressed on the state an action left acts, even when its event beat its answer", async () => {
+  tag.ada = nonce();
+  await customerWrites("slack", `Can I change the delivery address? [${tag.ada}]`, "Ada Lovelace");
+  await page1.keyboard.press("Escape");
+  await page1.waitForFunction(() => location.hash === "#/queue");
+  await row(page1, tag.ada).waitFor({ timeout: 20_000 });
+  await row(page1, tag.ada).click();
+  await page1.locator("#detail-status", { hasText: "Pending" }).waitFor();
+  // The claim's answer reaches the page a second late, so its queue_item_updated event is
+  // there first, as on a loaded machine. The state on screen must be one the shortcuts act on.
+  const claim = /\/expert-queue\/[^/]+\/claim$/;
+  await page1.route(claim, async (route) => {
+    const response = await route.fetch();
+    await sleep(1000);
+    await route.fulfill({ response });
+  });
+  try {
+    await page1.keyboard.press("c");
+    await page1.locator("#detail-status", { hasText: "Claimed" }).waitFor();
+    await page1.keyboard.press("x");
+    await page1.locator("#detail-status", { hasText: "Resolved" }).waitFor();
+  } finally {
+    await page1.unroute(claim);
+  }
+});
+
 test("a refused session goes back to the login screen with the reason; log out", async () => {
   const page = await newPage("expired");
   await page.goto(`${LB}/`);
@@ -457,7 +483,16 @@ test("a refused session goes back to the login screen with the reason; log out",
 
 test("admin screens: a failed reply in dead letters and its retry; connections; inbound events", async () => {
   const page = await newPage("admin@lb");
+  // An admin's console asks for the open alerts (views/alerts.ts) and keeps a live region for them.
+  const alertsAsked = page.waitForResponse((r) => new URL(r.url()).pathname === "/alerts", { timeout: 15_000 });
   await logIn(page, LB, "admin@browser.test");
+  const alertsAnswer = await alertsAsked;
+  assert.equal(new URL(alertsAnswer.url()).search, "?status=open");
+  assert.equal(alertsAnswer.status(), 200);
+  const open = (await alertsAnswer.json()).alerts.length;
+  await page.locator('#alerts-banner[role="status"][aria-live="polite"]').waitFor({ state: "attached" });
+  await waitFor(`${open} open alert(s) in the banner`, async () => (await page.locator("#alerts-banner li.alert-line").count()) === open);
+  console.log(`  open alerts: ${open}`);
   // Slack refuses the next reply: it fails on the message, live, and lands in dead letters.
   await api(DEMO, "POST", "/api/faults", { body: { kind: "slack", status: 400, count: 1 } });
   tag.dl = nonce();

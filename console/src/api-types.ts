@@ -4,6 +4,22 @@
  */
 
 export interface paths {
+    "/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["operations_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/login": {
         parameters: {
             query?: never;
@@ -97,7 +113,13 @@ export interface paths {
         delete: operations["channel_connections_remove"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Changes a connection's name, settings or secrets in place; its id and webhook URL stay.
+         * @description A new webhook-verifying secret leaves the one it replaces verifying until
+         *     `previous_secret_expires_in_secs` (default a day); every other secret switches at once.
+         *     Every pod uses the change within moments.
+         */
+        patch: operations["channel_connections_update"];
         trace?: never;
     };
     "/conversations": {
@@ -585,6 +607,46 @@ export interface components {
             /** @description `ok`, `not_configured`, `error` or `unreachable`. */
             status: string;
         };
+        /** @enum {string} */
+        AlertKind: "rate_limit_storage_down" | "realtime_adapter_down" | "agent_failing" | "backlog_past_sla" | "scheduled_run_failed" | "scheduled_run_retried" | "reply_dead" | "queue_backlog";
+        /** @description The incidents, newest first. */
+        AlertList: {
+            alerts: components["schemas"]["AlertView"][];
+        };
+        /** @description One incident. */
+        AlertView: {
+            /** @description Where it went: `[{sink, action, status, attempts, last_error}]`. */
+            deliveries: Record<string, never>[];
+            /** @description Figures behind it. */
+            details: Record<string, never>;
+            /** Format: uuid */
+            id: string;
+            kind: components["schemas"]["AlertKind"];
+            /**
+             * Format: date-time
+             * @description When a pod last saw the condition.
+             */
+            last_seen_at: string;
+            /** @description What the kind means and when it resolves. */
+            meaning: string;
+            /** Format: date-time */
+            opened_at: string;
+            /**
+             * Format: uuid
+             * @description The org it concerns; `null` for the deployment-wide ones.
+             */
+            org_id?: string | null;
+            /** Format: date-time */
+            resolved_at?: string | null;
+            /** @description Where its runbook is. */
+            runbook: string;
+            /** @description Which instance of the kind (`agent`, a job name, an org or dead letter id, a pod). */
+            scope: string;
+            severity: components["schemas"]["Severity"];
+            /** @description `open` or `resolved`. */
+            status: string;
+            summary: string;
+        };
         AssignBody: {
             /** Format: uuid */
             user_id: string;
@@ -650,8 +712,38 @@ export interface components {
         ConnectionList: {
             items: components["schemas"]["ConnectionView"][];
         };
+        /** @description A change to a connection; every field is optional, and at least one must be given. */
+        ConnectionUpdate: {
+            /** @description A new display name, 1 to 200 characters. The webhook URL does not change. */
+            name?: string | null;
+            /**
+             * Format: int64
+             * @description How long (seconds, 0 to 2592000, default 86400) the replaced webhook-verifying secret
+             *     keeps verifying webhooks alongside the new one; 0 ends it at once (a leaked secret).
+             *     Without a new value for that secret, re-sets the expiry of the previous one still
+             *     verifying (0 ends it now); 422 when there is none.
+             */
+            previous_secret_expires_in_secs?: number | null;
+            /**
+             * @description Secret fields to replace, any of the channel's (slack `signing_secret`, `bot_token`;
+             *     whatsapp `account_sid`, `auth_token`, `from_number`; telegram `bot_token`,
+             *     `secret_token`; email `webhook_secret`, `api_key`, `from_address`), each a non-empty
+             *     string; the fields left out keep their values. A new webhook-verifying secret (slack
+             *     `signing_secret`, whatsapp `auth_token`, telegram `secret_token`, email
+             *     `webhook_secret`) does not end the old one at once: see
+             *     `previous_secret_expires_in_secs`. Every other field switches at once.
+             */
+            secrets?: Record<string, never> | null;
+            /** @description New non-secret settings: an object that replaces the stored one whole. */
+            settings?: Record<string, never> | null;
+        };
         /** @description A connection as returned by the API: never with secrets, always with its webhook URL. */
         ConnectionView: components["schemas"]["Connection"] & {
+            /**
+             * @description The channel's secret fields by name, with which values are active until when (a
+             *     rotation's overlap); never a value.
+             */
+            secret_fields: components["schemas"]["SecretField"][];
             webhook_url: string;
         };
         ConversationPage: {
@@ -1149,18 +1241,45 @@ export interface components {
          * @enum {string}
          */
         Role: "admin" | "expert";
+        /**
+         * @description One of a connection's secret fields as the API shows it: the name and which values are
+         *     active until when, never a value.
+         */
+        SecretField: {
+            /** @description The field, as named in `secrets`. */
+            name: string;
+            /**
+             * Format: date-time
+             * @description Until when the value this field had before its last replacement still verifies
+             *     webhooks, alongside the current one; `null` when only the current value is active.
+             */
+            previous_expires_at?: string | null;
+            /**
+             * @description Whether it verifies the channel's webhooks (a replaced value keeps verifying until
+             *     `previous_expires_at`); the other fields are used to call the provider and are
+             *     replaced at once.
+             */
+            verifies_webhooks: boolean;
+        };
+        /** @description The fields to change; an absent field stays as it is. */
         SettingsUpdate: {
+            /** @description An email address, or `null` to stop the notices. */
+            account_manager_email?: string | null;
             /** @description IANA time zone name. */
-            time_zone: string;
+            time_zone?: string | null;
         };
         /** @description An org's settings. */
         SettingsView: {
+            /** @description Who is emailed when one of the org's replies is dead (`reply_dead`). */
+            account_manager_email?: string | null;
             /** Format: uuid */
             id: string;
             name: string;
             /** @description IANA time zone (e.g. `Europe/Berlin`) the org's daily and weekly reports follow. */
             time_zone: string;
         };
+        /** @enum {string} */
+        Severity: "info" | "warning" | "critical";
         ShowResponse: components["schemas"]["ConversationView"] & {
             /** @description Newest first. */
             messages: components["schemas"]["MessageView"][];
@@ -1213,6 +1332,57 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    operations_list: {
+        parameters: {
+            query?: {
+                /** @description `all` (default: open, and resolved in the last 7 days) or `open`. */
+                status?: "all" | "open";
+                /** @description At most this many, newest first (1–200, default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertList"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of any org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A malformed query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     auth_login: {
         parameters: {
             query?: never;
@@ -1550,6 +1720,85 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    channel_connections_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectionUpdate"];
+            };
+        };
+        responses: {
+            /** @description Updated: `secret_fields` shows which values now verify until when */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description Not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's resource, or the role is too low */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A live connection with this name exists */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description An unknown or invalid field, or nothing to change; nothing was written */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -94,3 +94,8 @@ export const inboundEvents = {
   /** `intent` names the state the admin saw, so a repeated click replays once. */
   replay: (id: string, intent: string) => act(`/inbound-events/${id}/replay`, intent),
 };
+
+export const alerts = {
+  /** Incidents for an admin: the deployment-wide ones and those of the orgs they administer. */
+  list: (params: QueryOf<"/alerts">) => api<Schemas["AlertList"]>("GET", `/alerts${query(params)}`),
+};

@@ -8,6 +8,7 @@ import { Realtime, latestSeq, type LinkStatus } from "./realtime";
 import { type Session, expire, logout, onSessionChange, restore, role, selectOrg } from "./session";
 import { Store } from "./store";
 import { connectionsScreen, deadLettersScreen, inboundScreen } from "./views/admin";
+import { type AlertsBanner, alertsBanner } from "./views/alerts";
 import { type DetailPane, detailPane } from "./views/detail";
 import { renderLogin } from "./views/login";
 import { type QueuePane, queuePane } from "./views/queue";
@@ -23,6 +24,8 @@ interface Shell {
   main: HTMLElement;
   link: HTMLElement;
   help: HTMLDialogElement;
+  /** Open alerts, for admins. */
+  alerts: AlertsBanner | null;
 }
 
 let shell: Shell | null = null;
@@ -58,6 +61,7 @@ function showLink(el: HTMLElement, s: LinkStatus): void {
 
 async function start(s: Session): Promise<void> {
   shell?.realtime.stop();
+  shell?.alerts?.stop();
   const store = new Store(s.orgId, s.user.id);
   const link = h("p", { class: "link-state", id: "link-state", role: "status", "aria-live": "polite" });
   const isAdmin = role() === "admin";
@@ -102,6 +106,7 @@ async function start(s: Session): Promise<void> {
     h("form", { method: "dialog" }, h("button", { class: "primary", text: "Close" })),
   );
   const main = h("main", { id: "main", class: "main" });
+  const alerts = isAdmin ? alertsBanner() : null;
   mount(
     root,
     h("a", { class: "skip", href: "#main", text: "Skip to content", on: { click: (e) => { e.preventDefault(); main.focus(); } } }),
@@ -117,6 +122,7 @@ async function start(s: Session): Promise<void> {
       h("button", { type: "button", class: "link", "aria-label": "Keyboard shortcuts", text: "?", on: { click: () => help.showModal() } }),
       h("button", { type: "button", id: "logout", on: { click: () => logout() }, text: "Log out" }),
     ),
+    alerts?.el,
     main,
     help,
   );
@@ -124,7 +130,7 @@ async function start(s: Session): Promise<void> {
   showLink(link, { state: "connecting", since: null, caughtUp: 0, detail: null });
 
   const queue = queuePane(store, (item) => go(`#/queue/${item.id}`));
-  shell = { session: s, store, realtime: null as unknown as Realtime, queue, detail: null, main, link, help };
+  shell = { session: s, store, realtime: null as unknown as Realtime, queue, detail: null, main, link, help, alerts };
   render();
 
   // Numbers first, then the lists: any event after this number is applied on top of them.
@@ -247,6 +253,7 @@ onSessionChange((s, reason) => {
   if (!s) {
     shell?.realtime?.stop();
     shell?.detail?.dispose();
+    shell?.alerts?.stop();
     shell = null;
     active = null;
     renderLogin(root, reason);

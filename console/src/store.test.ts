@@ -326,6 +326,37 @@ describe("an open conversation", () => {
     expect(t.store.messages("conv-a").at(-1)).toMatchObject({ author_user_id: ME, delivery: { status: "sent" } });
   });
 
+  it("keeps a delivery state whose event overtook a page asked for before it", async () => {
+    const t = await opened();
+    const queued = { status: "queued", provider_message_id: null, delivered_at: null, error: null } as const;
+    t.conversations
+      .get("conv-a")
+      ?.push(message("r1", "2024-05-01T10:05:00Z", { direction: "outbound", author: "expert", author_user_id: ME, delivery: queued }));
+    t.store.putOutbound("conv-a", { id: "r1", author: "expert", body: "Hi", delivery_status: "queued", created_at: "2024-05-01T10:05:00Z" }, ME);
+    // `message_created` asks for the newest page (read while the reply was queued); the
+    // provider's answer arrives before that page does.
+    const pending: (() => void)[] = [];
+    const get = t.deps.conversations.get;
+    t.deps.conversations.get = async (id, q) => {
+      const page = await get(id, q);
+      await new Promise<void>((resolve) => pending.push(resolve));
+      return page;
+    };
+    t.store.apply(ev("message_created", { conversation_id: "conv-a", message_id: "r1" }));
+    await settle();
+    t.store.apply(
+      ev("message_status_updated", { conversation_id: "conv-a", message_id: "r1", delivery_status: "sent", error: null, at: "2024-05-01T10:05:01Z" }),
+    );
+    for (const resolve of pending) resolve();
+    await settle();
+    expect(t.store.messages("conv-a").at(-1)).toMatchObject({ id: "r1", delivery: { status: "sent" } });
+    // A page asked for after the event is taken as it is.
+    t.deps.conversations.get = get;
+    t.conversations.get("conv-a")?.splice(-1, 1, message("r1", "2024-05-01T10:05:00Z", { direction: "outbound", delivery: { ...queued, status: "failed" } }));
+    await t.store.refreshNewest("conv-a");
+    expect(t.store.messages("conv-a").at(-1)?.delivery?.status).toBe("failed");
+  });
+
   it("fetches the newest page for a new message or a status of an unknown one", async () => {
     const t = await opened();
     const calls = () => vi.mocked(t.deps.conversations.get).mock.calls.length;

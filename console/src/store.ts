@@ -73,6 +73,15 @@ export class Store {
   private generation = 0;
   private notifyQueued = false;
   private conversations = new Map<string, OpenConversation>();
+  /** Counts delivery states set by events (see `deliverySetAt`). */
+  private deliveryEvents = 0;
+  /**
+   * Per open conversation, per message: the `deliveryEvents` count when an event last set the
+   * message's delivery state. A page of messages asked for before that (a `message_created`
+   * asks for the newest page, and the `message_status_updated` that follows at once can
+   * overtake it) must not put the older state back: no later event would correct it.
+   */
+  private deliverySetAt = new Map<string, Map<string, number>>();
 
   constructor(
     readonly orgId: string,
@@ -353,6 +362,7 @@ export class Store {
   /** Forgets a conversation's messages: nothing shows them any more. */
   closeConversation(id: string): void {
     this.conversations.delete(id);
+    this.deliverySetAt.delete(id);
   }
 
   conversation(id: string): OpenConversation | undefined {
@@ -373,14 +383,25 @@ export class Store {
     this.changed(false);
   }
 
+  /** Takes a page of `id`'s messages asked for when `deliveryEvents` was `asOf`. */
+  private merge(id: string, c: OpenConversation, page: Message[], asOf: number): void {
+    const setAt = this.deliverySetAt.get(id);
+    for (const m of page) {
+      const known = c.messages.get(m.id);
+      const byEvent = known && (setAt?.get(m.id) ?? -1) > asOf;
+      c.messages.set(m.id, byEvent ? { ...m, delivery: known.delivery } : m);
+    }
+  }
+
   /** The conversation's header and newest page (throws what the request threw). */
   async loadConversation(id: string): Promise<void> {
+    const asOf = this.deliveryEvents;
     const answer = await this.deps.conversations.get(id, { limit: MESSAGE_PAGE });
     const c = this.conversations.get(id);
     if (!c) return; // closed meanwhile
     const { messages: page, next_before, queue_item, ...meta } = answer;
     c.meta = meta;
-    for (const m of page) c.messages.set(m.id, m);
+    this.merge(id, c, page, asOf);
     // Only when no event brought messages first: the cursor must be the oldest loaded.
     if (c.nextBefore === null && c.messages.size === page.length) c.nextBefore = next_before ?? null;
     if (queue_item) this.upsert(queue_item);
@@ -390,10 +411,11 @@ export class Store {
   /** The newest page again, after an event said something changed (errors: the next event or a reload brings it). */
   async refreshNewest(id: string): Promise<void> {
     try {
+      const asOf = this.deliveryEvents;
       const answer = await this.deps.conversations.get(id, { limit: MESSAGE_PAGE });
       const c = this.conversations.get(id);
       if (!c) return;
-      for (const m of answer.messages) c.messages.set(m.id, m);
+      this.merge(id, c, answer.messages, asOf);
       this.touched(c);
     } catch {
       // The next event or a reload will bring it.
@@ -404,10 +426,11 @@ export class Store {
   async loadOlder(id: string): Promise<boolean> {
     const before = this.conversations.get(id)?.nextBefore;
     if (!before) return false;
+    const asOf = this.deliveryEvents;
     const answer = await this.deps.conversations.get(id, { limit: MESSAGE_PAGE, before });
     const c = this.conversations.get(id);
     if (!c) return false;
-    for (const m of answer.messages) c.messages.set(m.id, m);
+    this.merge(id, c, answer.messages, asOf);
     c.nextBefore = answer.next_before ?? null;
     this.touched(c);
     return true;
@@ -453,6 +476,9 @@ export class Store {
       status: data.delivery_status,
       error: data.error ?? null,
     };
+    let setAt = this.deliverySetAt.get(data.conversation_id);
+    if (!setAt) this.deliverySetAt.set(data.conversation_id, (setAt = new Map()));
+    setAt.set(data.message_id, ++this.deliveryEvents);
     this.touched(c);
   }
 }

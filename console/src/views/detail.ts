@@ -63,6 +63,17 @@ export function explainConflict(action: ActionName, current: CurrentState | null
   return `Could not ${VERB[action]} this item: it is ${STATUS_LABEL[current.status].toLowerCase()}${holder} now (version ${current.version}). The item has been refreshed.`;
 }
 
+/**
+ * Whether `fresh` is a later state of the item than `shown`: a higher version (versions only
+ * grow), or the same version read again (the full row after an event's patch). An older
+ * version, from a page or a fetch that started before a change, never replaces the one shown:
+ * the next action would carry its stale version (If-Match) and be refused.
+ */
+export function laterState(fresh: Item, shown: Item | undefined): boolean {
+  if (!shown) return true;
+  return fresh.version > shown.version || (fresh.version === shown.version && fresh.updated_at !== shown.updated_at);
+}
+
 export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolean; back(): void }): DetailPane {
   const me = store.me;
   let item: Item | undefined = store.get(itemId);
@@ -139,13 +150,22 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
   observer.observe(olderButton);
 
   const unsubscribe = store.subscribe(() => {
-    const fresh = store.get(itemId);
-    if (fresh && (!item || fresh.version !== item.version || fresh.updated_at !== item.updated_at)) {
-      item = fresh;
-      render();
-    }
+    // While one of this pane's actions runs, its answer brings the item, and the pane draws
+    // the store's state again once it is back. The action's own event often arrives first:
+    // drawn then, it showed the new state while the pane still refused every action (busy),
+    // so the shortcut an expert pressed on it (`x` right after a reopen showed "Pending")
+    // was silently lost.
+    if (!busy && adoptStored()) render();
     if (conversationId && store.conversation(conversationId)?.revision !== drawn) renderMessages();
   });
+
+  /** Takes the store's item when it is a later state than the one shown; whether it did. */
+  function adoptStored(): boolean {
+    const fresh = store.get(itemId);
+    if (!fresh || !laterState(fresh, item)) return false;
+    item = fresh;
+    return true;
+  }
 
   function fact(term: string, value: Node | string): HTMLElement {
     return h("div", { class: "fact" }, h("dt", { text: term }), h("dd", {}, value));
@@ -446,6 +466,8 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
         }
       } finally {
         busy = null;
+        // What the store learned meanwhile (another expert's change after this one).
+        adoptStored();
         render();
         // Keep the shortcuts working: focus left in a field that is now disabled or done
         // with goes to the conversation.

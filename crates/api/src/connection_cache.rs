@@ -2,10 +2,14 @@
 //! invalidated across pods through Redis pub/sub (AA1: a cache, never the truth).
 //!
 //! Every pod subscribes to `{prefix}:connections:changed`; a pod that deletes or changes a
-//! connection publishes its id and every pod drops it. The cache is used only while the
-//! subscription is live: after a disconnect it is cleared and bypassed until the pod has
-//! subscribed again, because messages published in between are lost. Entries also expire
-//! after [`TTL`] as a backstop.
+//! connection (`PATCH`, e.g. a secret rotation) publishes its id after the commit and every
+//! pod drops it, so the change holds everywhere within the publish's delivery time. The
+//! cache is used only while the subscription is live: after a disconnect it is cleared and
+//! bypassed until the pod has subscribed again, because messages published in between are
+//! lost. A lookup that was already reading Postgres when a drop arrived may have read the
+//! row from before the change: it answers its own request but is not kept (the cache's
+//! generation moved on meanwhile). Entries also expire after [`TTL`] as a backstop, the
+//! bound when a publish fails.
 //!
 //! Unknown ids are remembered too, for [`MISS_TTL`]: a webhook for a connection that does
 //! not exist is refused without a Postgres query while its miss is remembered, and at most
@@ -63,6 +67,9 @@ pub struct ConnectionCache {
     channel: String,
     lookups: Arc<Semaphore>,
     queries: Arc<AtomicU64>,
+    /// Bumped by every drop, under the entries' write lock: a lookup keeps what it read
+    /// only if no drop came in while it was reading.
+    generation: Arc<AtomicU64>,
 }
 
 impl ConnectionCache {
@@ -75,6 +82,7 @@ impl ConnectionCache {
             redis,
             lookups: Arc::new(Semaphore::new(LOOKUPS)),
             queries: Arc::default(),
+            generation: Arc::default(),
         };
         let subscriber = cache.clone();
         tracker.spawn(async move { subscriber.listen(token).await });
@@ -102,6 +110,7 @@ impl ConnectionCache {
             }
         }
         self.queries.fetch_add(1, Ordering::Relaxed);
+        let generation = self.generation.load(Ordering::SeqCst);
         let loaded =
             connections::get_with_secrets(db, cipher, id)
                 .await?
@@ -113,6 +122,9 @@ impl ConnectionCache {
                 });
         if live {
             if let Ok(mut entries) = self.entries.write() {
+                if self.generation.load(Ordering::SeqCst) != generation {
+                    return Ok(loaded);
+                }
                 if entries.len() >= MAX_ENTRIES {
                     entries.retain(|_, (at, e)| {
                         at.elapsed() < if e.is_some() { TTL } else { MISS_TTL }
@@ -153,6 +165,7 @@ impl ConnectionCache {
 
     fn forget(&self, id: Uuid) {
         if let Ok(mut entries) = self.entries.write() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
             entries.remove(&id);
         }
     }
@@ -160,6 +173,7 @@ impl ConnectionCache {
     fn reset(&self, live: bool) {
         self.live.store(false, Ordering::SeqCst);
         if let Ok(mut entries) = self.entries.write() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
             entries.clear();
         }
         self.live.store(live, Ordering::SeqCst);

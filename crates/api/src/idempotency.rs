@@ -5,9 +5,11 @@
 //! path and body. The first request claims the key (committed before it runs, with a lease
 //! so a pod that dies mid-request does not block the key for ever) and stores its response
 //! in the same transaction as its effect, so "done" and "answered" cannot disagree. A
-//! retry then gets that response back; the same key with another request gets 422
-//! `idempotency_mismatch`; a retry while the first still runs gets 409
-//! `idempotency_in_progress`. A request that fails on the server's side gives the key back.
+//! retry then gets that response back (`Idempotent-Replayed: true`); the same key with
+//! another request gets 422 `idempotency_mismatch`; a retry while the first still runs gets
+//! 409 `idempotency_in_progress`. A refusal (4xx but 429) is an answer too and is stored;
+//! a request that fails on the server's side gives the key back. Keys go after
+//! `IDEMPOTENCY_TTL_HOURS` (at least 24).
 //!
 //! A request slower than its claim's lease can find the key taken over by a retry. Its
 //! answer and its giving back name its own claim (a token written at claim time), so they

@@ -1,12 +1,15 @@
 //! Each pod's sampler: every `BACKPRESSURE_SAMPLE_MS` it reads the queue depths (for
 //! backpressure, which never asks Redis per request, and for `/metrics`) and the agent
 //! health the `agent-health` job shares in Redis; every 15 s the failed and dead work in
-//! Postgres, and it raises `realtime_adapter_down` (once per window across pods) while this
-//! pod's Socket.IO adapter has lost subscriptions. The figures are the same on every pod (alert on their max); sampling them is
-//! per pod because each pod serves its own `/metrics` and makes its own refusals.
+//! Postgres. It raises `realtime_adapter_down` (this pod's own incident) when this pod's
+//! Socket.IO adapter loses subscriptions, and resolves it when they are back. The figures
+//! are the same on every pod (alert on their max); sampling them is per pod because each
+//! pod serves its own `/metrics` and makes its own refusals.
 
 use crate::state::AppState;
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use switchboard_domain::periodic;
 use switchboard_jobs::alerts::AlertKind;
@@ -70,10 +73,13 @@ pub fn spawn(state: AppState) {
     let every = state.config.backpressure.sample_interval;
     let tracker = state.lifecycle.tasks().clone();
     let sampled = state.clone();
+    // Whether this pod has raised `realtime_adapter_down` and not yet resolved it.
+    let adapter_down = Arc::new(AtomicBool::new(false));
     periodic::every("sampler", every, &token, &tracker, move || {
         let state = sampled.clone();
+        let adapter_down = adapter_down.clone();
         async move {
-            sample(&state).await;
+            sample(&state, &adapter_down).await;
             Ok::<(), Infallible>(())
         }
     });
@@ -93,7 +99,7 @@ pub fn spawn(state: AppState) {
 }
 
 /// One sample of the queues, the agent's health and the realtime adapter.
-async fn sample(state: &AppState) {
+async fn sample(state: &AppState, adapter_down: &AtomicBool) {
     let inbound = sample_queue(&state.inbound.queue_ref()).await;
     let outbound = sample_queue(&state.flows.outbound.queue_ref()).await;
     // A queue Redis cannot count keeps its last figure.
@@ -104,12 +110,24 @@ async fn sample(state: &AppState) {
     metrics::gauge!("http_in_flight").set(state.protection.pressure.in_flight() as f64);
     sample_agent(state).await;
     let adapter = state.realtime.health();
-    if !adapter.ok && adapter.checked_at.is_some() {
+    if adapter.checked_at.is_none() {
+        return;
+    }
+    // A pod's own condition: its incident is scoped to the pod and resolved by it.
+    let scope = state.config.pod_id();
+    if adapter.ok {
+        if adapter_down.swap(false, Ordering::Relaxed) {
+            state
+                .alerts
+                .resolve(AlertKind::RealtimeAdapterDown, &scope)
+                .await;
+        }
+    } else if !adapter_down.swap(true, Ordering::Relaxed) {
         state
             .alerts
             .raise(
                 AlertKind::RealtimeAdapterDown,
-                "adapter",
+                &scope,
                 "realtime: a pod lost its Redis pub/sub subscriptions; cross-pod events \
                  do not reach its sockets until it re-subscribes",
                 serde_json::json!({"expected": adapter.expected, "subscribed": adapter.subscribed}),

@@ -15,6 +15,7 @@ use switchboard_jobs::periodic::idempotency_expiry::IdempotencyExpiry;
 use switchboard_jobs::periodic::inbox_retention::InboxRetention;
 use switchboard_jobs::periodic::inbox_sweeper::{InboxSweeper, SweepConfig};
 use switchboard_jobs::periodic::outbox_sweeper::{OutboxSweepConfig, OutboxSweeper};
+use switchboard_jobs::periodic::queue_alert::QueueAlert;
 use switchboard_jobs::periodic::reports::ReportJob;
 use switchboard_jobs::periodic::snooze::SnoozeResurface;
 use switchboard_jobs::scheduler::schedule::Schedule;
@@ -94,6 +95,13 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             redis: state.redis.clone(),
             alerts: alerts.clone(),
             timeout: config.agent.health_timeout,
+        }),
+        Arc::new(QueueAlert {
+            db: db.clone(),
+            redis: state.redis.clone(),
+            alerts: alerts.clone(),
+            waiting_threshold: config.alerts.queue_waiting,
+            failed_threshold: config.alerts.queue_failed,
         }),
         Arc::new(ReportJob {
             db: db.clone(),

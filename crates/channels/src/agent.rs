@@ -11,7 +11,6 @@ use switchboard_config::{AgentMode, Config};
 use switchboard_coord::Redis;
 use switchboard_coord::breaker::{Breaker, BreakerConfig};
 use switchboard_domain::Author;
-use switchboard_domain::alerts::{self, AlertKind};
 use switchboard_domain::backoff::Backoff;
 use url::Url;
 use uuid::Uuid;
@@ -160,8 +159,7 @@ struct ContractReply {
 impl AgentClient {
     /// A client for the configured agent, with the `agent` breaker in Redis.
     pub fn new(config: &Config, redis: Redis) -> Self {
-        // reqwest is built without a bundled TLS provider; make sure the process has one.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::install_tls_provider();
         let http = reqwest::Client::builder()
             .timeout(config.agent.timeout)
             .build()
@@ -228,16 +226,11 @@ impl AgentClient {
                 }
                 Err(error) => {
                     match self.breaker.record_failure().await {
-                        // Exactly one failure opens the breaker, so this alert is raised
-                        // once across pods.
-                        Ok(outcome) if outcome.opened => alerts::announce(
-                            AlertKind::AgentFailing,
-                            "agent",
-                            &format!(
-                                "agent failed {} times in a row: circuit breaker opened",
-                                outcome.failures
-                            ),
-                            &serde_json::json!({"failures": outcome.failures}),
+                        // The `agent_failing` incident is the agent-health job's: it sees
+                        // the open breaker on its next probe.
+                        Ok(outcome) if outcome.opened => tracing::warn!(
+                            failures = outcome.failures,
+                            "agent circuit breaker opened"
                         ),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "could not record agent failure"),

@@ -119,9 +119,84 @@ pub fn verify_and_parse(
     secrets: &Value,
     req: &InboundRequest<'_>,
 ) -> Result<Verified, InboundError> {
+    let secrets = InboundSecrets {
+        current: secrets,
+        previous: None,
+    };
+    verify_and_parse_rotating(kind, secrets, req).map(|(verified, _)| verified)
+}
+
+/// A connection's secrets as its webhooks are verified during a rotation: the current ones
+/// and, for a while, the value that [`crate::inbound_secret_field`] held before it was
+/// replaced, which the provider may still be signing with.
+#[derive(Debug, Clone, Copy)]
+pub struct InboundSecrets<'a> {
+    /// The secrets object (see [`crate::secret_fields`]).
+    pub current: &'a Value,
+    /// The replaced inbound secret, while it may still verify.
+    pub previous: Option<PreviousSecret<'a>>,
+}
+
+/// A replaced inbound secret and when it stops verifying. Its `Debug` hides the value.
+#[derive(Clone, Copy)]
+pub struct PreviousSecret<'a> {
+    /// The old value.
+    pub value: &'a str,
+    /// Unix seconds from which it no longer verifies: compared with the request's
+    /// `now_unix` at every verification, so an expired value never verifies, whether or not
+    /// anything has removed it yet.
+    pub expires_unix: i64,
+}
+
+impl std::fmt::Debug for PreviousSecret<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PreviousSecret(.., expires_unix: {})", self.expires_unix)
+    }
+}
+
+/// Which value of the inbound secret a request verified with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignedWith {
+    /// The current one.
+    Current,
+    /// The replaced one, still within its overlap: the provider has not switched yet.
+    Previous,
+}
+
+/// [`verify_and_parse`] with either value of a rotating inbound secret: the current one
+/// first, then the previous one while it has not expired, and only when the current one
+/// failed on the signature itself (a missing header or a stale timestamp is the same
+/// refusal whatever the secret). A request that neither verifies gets the current secret's
+/// refusal.
+pub fn verify_and_parse_rotating(
+    kind: ChannelKind,
+    secrets: InboundSecrets<'_>,
+    req: &InboundRequest<'_>,
+) -> Result<(Verified, SignedWith), InboundError> {
     let adapter = channel(kind);
-    adapter.verify(secrets, req)?;
-    adapter.parse(req)
+    let signed_with = match adapter.verify(secrets.current, req) {
+        Ok(()) => SignedWith::Current,
+        Err(InboundError::BadSignature) => {
+            let previous = secrets
+                .previous
+                .filter(|p| req.now_unix < p.expires_unix && !p.value.is_empty())
+                .ok_or(InboundError::BadSignature)?;
+            let mut candidate = secrets.current.clone();
+            candidate
+                .as_object_mut()
+                .ok_or(InboundError::BadSignature)?
+                .insert(
+                    crate::inbound_secret_field(kind).into(),
+                    previous.value.into(),
+                );
+            adapter
+                .verify(&candidate, req)
+                .map_err(|_| InboundError::BadSignature)?;
+            SignedWith::Previous
+        }
+        Err(other) => return Err(other),
+    };
+    Ok((adapter.parse(req)?, signed_with))
 }
 
 /// What [`cap_text`] appends to a text it shortened.
@@ -225,6 +300,63 @@ mod tests {
             "{capped}"
         );
         assert!(capped.starts_with("éé"));
+    }
+
+    #[test]
+    fn a_replaced_inbound_secret_verifies_until_it_expires() {
+        use crate::test_support::{NOW, headers, hmac_sha256, request};
+        let body =
+            br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"reaction_added"}}"#;
+        let signed = |secret: &str| {
+            let mut base = format!("v0:{NOW}:").into_bytes();
+            base.extend_from_slice(body);
+            let sig = format!("v0={}", hex::encode(hmac_sha256(secret.as_bytes(), &base)));
+            headers(&[
+                ("X-Slack-Request-Timestamp", &NOW.to_string()),
+                ("X-Slack-Signature", &sig),
+            ])
+        };
+        let current = serde_json::json!({"signing_secret": "new-secret", "bot_token": "xoxb"});
+        let verify = |h: &http::HeaderMap, expires_unix: i64| {
+            let secrets = InboundSecrets {
+                current: &current,
+                previous: Some(PreviousSecret {
+                    value: "old-secret",
+                    expires_unix,
+                }),
+            };
+            verify_and_parse_rotating(ChannelKind::Slack, secrets, &request(h, body, "u"))
+                .map(|(_, with)| with)
+        };
+        let (old, new, forged) = (signed("old-secret"), signed("new-secret"), signed("guess"));
+        assert_eq!(verify(&new, NOW + 1), Ok(SignedWith::Current));
+        assert_eq!(verify(&old, NOW + 1), Ok(SignedWith::Previous));
+        assert_eq!(verify(&forged, NOW + 1), Err(InboundError::BadSignature));
+        // Expired: refused from its expiry on, although it is still there.
+        assert_eq!(verify(&old, NOW), Err(InboundError::BadSignature));
+        assert_eq!(verify(&new, NOW), Ok(SignedWith::Current));
+        // Without a previous secret, only the current one.
+        let only = request(&old, body, "u");
+        assert_eq!(
+            verify_and_parse(ChannelKind::Slack, &current, &only),
+            Err(InboundError::BadSignature)
+        );
+        // A refusal that is not about the secret is not retried with the old one.
+        let missing = headers(&[("X-Slack-Request-Timestamp", &NOW.to_string())]);
+        assert_eq!(
+            verify(&missing, NOW + 1),
+            Err(InboundError::MissingSignature)
+        );
+        assert!(
+            !format!(
+                "{:?}",
+                PreviousSecret {
+                    value: "old-secret",
+                    expires_unix: 1
+                }
+            )
+            .contains("old-secret")
+        );
     }
 
     #[test]

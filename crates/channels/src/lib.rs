@@ -2,8 +2,10 @@
 //! client in its own module; this file holds what is common to all of them.
 
 pub mod agent;
+pub mod alert_sinks;
 pub mod email;
 pub mod inbound;
+pub mod mail;
 pub mod outbound;
 pub mod signing;
 pub mod slack;
@@ -16,8 +18,9 @@ mod proptests;
 mod test_support;
 
 pub use inbound::{
-    Channel, InboundError, InboundEvent, InboundMessage, InboundRequest, REPLAY_WINDOW_SECS,
-    Verified, cap_text, channel, verify_and_parse,
+    Channel, InboundError, InboundEvent, InboundMessage, InboundRequest, InboundSecrets,
+    PreviousSecret, REPLAY_WINDOW_SECS, SignedWith, Verified, cap_text, channel, verify_and_parse,
+    verify_and_parse_rotating,
 };
 
 use serde_json::Value;
@@ -30,6 +33,19 @@ pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {
         ChannelKind::Whatsapp => &["account_sid", "auth_token", "from_number"],
         ChannelKind::Telegram => &["bot_token", "secret_token"],
         ChannelKind::Email => &["webhook_secret", "api_key", "from_address"],
+    }
+}
+
+/// The one secret field that verifies the channel's webhooks. When it is replaced, the old
+/// value may keep verifying for a while (a rotation's overlap, see
+/// [`inbound::InboundSecrets`]), because the provider may still sign with it; every other
+/// field is used to call the provider and switches at once.
+pub fn inbound_secret_field(channel: ChannelKind) -> &'static str {
+    match channel {
+        ChannelKind::Slack => "signing_secret",
+        ChannelKind::Whatsapp => "auth_token",
+        ChannelKind::Telegram => "secret_token",
+        ChannelKind::Email => "webhook_secret",
     }
 }
 
@@ -110,6 +126,12 @@ pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), Sec
     }
 }
 
+/// Installs the process's rustls crypto provider (ring) if none is: reqwest is built
+/// without one, and every client of a third party calls this before it builds its own.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +155,18 @@ mod tests {
         assert!(validate_secrets(ChannelKind::Email, &json!([1])).is_err());
         let extra = json!({"bot_token": "a", "secret_token": "b", "oops": "c"});
         assert!(validate_secrets(ChannelKind::Telegram, &extra).is_err());
+    }
+
+    #[test]
+    fn the_inbound_secret_is_one_of_the_channels_secrets() {
+        for channel in [
+            ChannelKind::Slack,
+            ChannelKind::Whatsapp,
+            ChannelKind::Telegram,
+            ChannelKind::Email,
+        ] {
+            assert!(secret_fields(channel).contains(&inbound_secret_field(channel)));
+        }
     }
 
     #[test]

@@ -132,13 +132,9 @@ fn across(c: &Config, broken: &mut Vec<String>) {
     }
 }
 
-/// Values with a syntax of their own: the master key and the rate limits.
+/// Values with a syntax of their own: the key lists and the rate limits.
 fn syntax(c: &Config, broken: &mut Vec<String>) {
-    if let Some(key) = &c.channels.master_encryption_key {
-        if let Err(m) = crate::production::decode_master_key(key) {
-            broken.push(format!("MASTER_ENCRYPTION_KEY {m}"));
-        }
-    }
+    crate::keys::check(c, broken);
     for (name, spec) in &c.rate_limit.policies {
         if let Err(m) = crate::parse_rate(spec) {
             broken.push(format!("{} {m}", env::table_var("RATE_LIMIT_", name)));
@@ -153,6 +149,9 @@ impl Config {
         bounds(self, &mut broken);
         across(self, &mut broken);
         syntax(self, &mut broken);
+        if let Err(e) = self.system_mail() {
+            broken.push(e.to_string());
+        }
         match self.check_tls() {
             Ok(()) => {}
             Err(ConfigError::Invalid(m)) => broken.push(m),

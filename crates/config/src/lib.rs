@@ -12,7 +12,9 @@
 
 mod env;
 mod invariants;
+mod keys;
 mod load;
+mod mail;
 mod production;
 mod rate;
 mod redact;
@@ -20,6 +22,7 @@ pub mod sections;
 mod tls;
 
 pub use load::{ConfigError, load, load_from};
+pub use mail::{MailConfigError, MailTransport, SmtpServer, SmtpTls, SystemMail};
 pub use production::Violation;
 pub use rate::{RateSpec, parse_rate};
 pub use redact::redact_url;

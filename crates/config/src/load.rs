@@ -227,7 +227,7 @@ mod tests {
         let mut v = vars(BASE);
         v.insert("JWT_SECRET".into(), "1234567890".into());
         let c = load_from(&v, &dir()).expect("loads");
-        assert_eq!(c.auth.jwt_secret.expose_secret(), "1234567890");
+        assert_eq!(c.jwt_secrets()[0].expose_secret(), "1234567890");
     }
 
     #[test]
@@ -237,7 +237,7 @@ mod tests {
         let mut v = vars(BASE);
         v.insert("JWT_SECRET_FILE".into(), path.display().to_string());
         let c = load_from(&v, &dir()).expect("loads");
-        assert_eq!(c.auth.jwt_secret.expose_secret(), "from-a-file");
+        assert_eq!(c.jwt_secrets()[0].expose_secret(), "from-a-file");
         let _ = std::fs::remove_file(path);
     }
 

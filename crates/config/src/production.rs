@@ -3,8 +3,6 @@
 //! environment (bounds, cross-field rules) are in `invariants.rs`, checked at load.
 
 use crate::{AppEnv, Config};
-use base64::Engine;
-use secrecy::{ExposeSecret, SecretString};
 use std::fmt;
 use url::{Host, Url};
 
@@ -26,7 +24,14 @@ pub enum Violation {
         /// Its actual length.
         len: usize,
     },
-    /// `MASTER_ENCRYPTION_KEY` is missing.
+    /// An entry of `JWT_SECRETS` is shorter than [`MIN_JWT_SECRET_LEN`].
+    WeakJwtSecrets {
+        /// Its position in the list, from 1.
+        entry: usize,
+        /// Its actual length.
+        len: usize,
+    },
+    /// Neither `MASTER_ENCRYPTION_KEY` nor `MASTER_ENCRYPTION_KEYS` is set.
     NoMasterKey,
     /// `SENTRY_DSN` is missing.
     NoSentryDsn,
@@ -56,6 +61,9 @@ pub enum Violation {
         /// `DB_MAX_CONNECTIONS`.
         max: u32,
     },
+    /// System mail over SMTP without TLS to a server that is not this machine: the mail and
+    /// the SMTP password would cross the network in clear.
+    PlaintextSmtp,
     /// pool × pods exceeds 80 % of Postgres `max_connections`.
     ConnectionBudget {
         /// `DB_POOL_SIZE`.
@@ -76,8 +84,15 @@ impl fmt::Display for Violation {
                 f,
                 "JWT_SECRET must be at least {MIN_JWT_SECRET_LEN} characters in production (it has {len})"
             ),
+            Violation::WeakJwtSecrets { entry, len } => write!(
+                f,
+                "JWT_SECRETS entry {entry} must be at least {MIN_JWT_SECRET_LEN} characters in production (it has {len})"
+            ),
             Violation::NoMasterKey => {
-                write!(f, "MASTER_ENCRYPTION_KEY must be set in production")
+                write!(
+                    f,
+                    "MASTER_ENCRYPTION_KEY must be set in production (or MASTER_ENCRYPTION_KEYS)"
+                )
             }
             Violation::NoSentryDsn => write!(f, "SENTRY_DSN must be set in production"),
             Violation::NoRedis => write!(
@@ -91,6 +106,10 @@ impl fmt::Display for Violation {
             Violation::WeakTls { setting, problem } => write!(
                 f,
                 "{problem}: in production set {setting}=verify, or {setting}=require / {setting}=off explicitly"
+            ),
+            Violation::PlaintextSmtp => write!(
+                f,
+                "MAIL_SMTP_URL must use TLS in production (smtp:// with STARTTLS, or smtps://); tls=off is only for a mail server on this machine"
             ),
             Violation::DeclaredBudget { pool, pods, max } => write!(
                 f,
@@ -117,20 +136,25 @@ fn public_url_problem(url: &Url) -> Option<&'static str> {
     if url.scheme() != "https" {
         return Some("it is not https");
     }
-    let local = match url.host() {
-        None => true,
-        Some(Host::Domain(name)) => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
+    let local = url.host().is_none_or(|host| is_this_machine(&host));
+    local.then_some("it points at localhost")
+}
+
+/// Whether `host` is this machine: `localhost`, `*.localhost`, a loopback or unspecified
+/// address.
+pub(crate) fn is_this_machine<S: AsRef<str>>(host: &Host<S>) -> bool {
+    match host {
+        Host::Domain(name) => {
+            let name = name.as_ref().trim_end_matches('.').to_ascii_lowercase();
             name == "localhost" || name.ends_with(".localhost")
         }
-        Some(Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
-        Some(Host::Ipv6(ip)) => {
+        Host::Ipv4(ip) => ip.is_loopback() || ip.is_unspecified(),
+        Host::Ipv6(ip) => {
             ip.is_loopback()
                 || ip.is_unspecified()
                 || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
-    };
-    local.then_some("it points at localhost")
+    }
 }
 
 fn budget(max_connections: u32) -> u64 {
@@ -150,11 +174,8 @@ impl Config {
         if self.app.fault_inject.is_some() {
             out.push(Violation::FaultInjection);
         }
-        let len = self.auth.jwt_secret.expose_secret().chars().count();
-        if len < MIN_JWT_SECRET_LEN {
-            out.push(Violation::WeakJwtSecret { len });
-        }
-        if self.channels.master_encryption_key.is_none() {
+        out.extend(self.weak_jwt_secrets());
+        if self.master_keys().is_empty() {
             out.push(Violation::NoMasterKey);
         }
         if self.telemetry.sentry_dsn.is_none() {
@@ -167,6 +188,14 @@ impl Config {
             out.push(Violation::PublicBaseUrl { problem });
         }
         out.extend(self.plaintext_problem());
+        if self
+            .system_mail()
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.plaintext_beyond_this_machine())
+        {
+            out.push(Violation::PlaintextSmtp);
+        }
         out
     }
 
@@ -193,29 +222,6 @@ impl Config {
             max,
         })
     }
-
-    /// The decoded AES-256 master key, if configured.
-    pub fn master_key_bytes(&self) -> Option<[u8; 32]> {
-        self.channels
-            .master_encryption_key
-            .as_ref()
-            .and_then(|k| decode_master_key(k).ok())
-    }
-}
-
-/// Accepts 32 bytes as standard base64 (44 chars) or hex (64 chars).
-pub(crate) fn decode_master_key(key: &SecretString) -> Result<[u8; 32], &'static str> {
-    let text = key.expose_secret().trim();
-    let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        hex::decode(text).map_err(|_| "is not valid hex")?
-    } else {
-        base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|_| "must be 32 bytes as base64 or 64 hex characters")?
-    };
-    bytes
-        .try_into()
-        .map_err(|_| "must be 32 bytes as base64 or 64 hex characters")
 }
 
 #[cfg(test)]

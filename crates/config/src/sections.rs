@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+use switchboard_domain::alerts::Severity;
 use url::Url;
 
 settings! {
@@ -109,15 +110,24 @@ settings! {
         },
         /// Login tokens.
         auth: Auth {
-            /// HS256 signing secret.
-            jwt_secret: SecretString = Secret("JWT_SECRET"),
+            /// HS256 signing secret: a one-key [`Auth::jwt_secrets`]. Set this or that, not
+            /// both; read them through [`Config::jwt_secrets`].
+            jwt_secret: Option<SecretString> = Secret("JWT_SECRET"),
+            /// HS256 secrets separated by commas or newlines: the first signs, every one
+            /// verifies (a token names its key by `kid`), so a key can be rotated.
+            jwt_secrets: Option<SecretString> = Secret("JWT_SECRETS"),
             /// Lifetime of a login token.
             jwt_ttl: Duration = Secs("JWT_TTL_SECS"),
         },
         /// The channels' provider APIs, and the key to the connections' secrets.
         channels: Channels {
-            /// Base64 (or hex) of the 32-byte AES-256-GCM key for channel secrets.
+            /// Base64 (or hex) of the 32-byte AES-256-GCM key for channel secrets: a one-key
+            /// [`Channels::master_encryption_keys`]. Set this or that, not both; read them
+            /// through [`Config::master_keys`].
             master_encryption_key: Option<SecretString> = Secret("MASTER_ENCRYPTION_KEY"),
+            /// Such keys separated by commas or newlines: the first encrypts, every one
+            /// decrypts (a stored secret names its key by id), so a key can be rotated.
+            master_encryption_keys: Option<SecretString> = Secret("MASTER_ENCRYPTION_KEYS"),
             /// Slack Web API base.
             slack_api_base: Url = Text("SLACK_API_BASE"),
             /// Twilio REST API base.
@@ -262,11 +272,34 @@ settings! {
             /// every other job does.
             skip_missed: String = Text("SCHEDULER_SKIP_MISSED"),
         },
-        /// Operational alerts.
+        /// Operational alerts: where incidents go, and the queue alert's thresholds.
         alerts: Alerts {
-            /// An alert is raised at most once per kind and subject in this window across
-            /// all pods.
+            /// When Postgres cannot record an incident, its log line is raised at most once
+            /// per kind and scope in this window across all pods.
             window: Duration = Secs("ALERT_WINDOW_SECS"),
+            /// A Slack incoming webhook that gets triggers and resolves.
+            slack_webhook_url: Option<SecretString> = Secret("ALERT_SLACK_WEBHOOK_URL"),
+            /// The least severity sent to Slack (`info`, `warning`, `critical`).
+            slack_min_severity: Severity = Text("ALERT_SLACK_MIN_SEVERITY"),
+            /// PagerDuty's Events API v2 endpoint.
+            pagerduty_url: Url = Text("ALERT_PAGERDUTY_URL"),
+            /// The PagerDuty service's integration (routing) key; unset: no PagerDuty.
+            pagerduty_routing_key: Option<SecretString> = Secret("ALERT_PAGERDUTY_ROUTING_KEY"),
+            /// The least severity sent to PagerDuty.
+            pagerduty_min_severity: Severity = Text("ALERT_PAGERDUTY_MIN_SEVERITY"),
+            /// A generic JSON webhook, signed the Standard Webhooks way.
+            webhook_url: Option<Url> = Text("ALERT_WEBHOOK_URL"),
+            /// The generic webhook's signing secret (`whsec_` and base64, as Standard
+            /// Webhooks issues them); required with `ALERT_WEBHOOK_URL`.
+            webhook_secret: Option<SecretString> = Secret("ALERT_WEBHOOK_SECRET"),
+            /// The least severity sent to the generic webhook.
+            webhook_min_severity: Severity = Text("ALERT_WEBHOOK_MIN_SEVERITY"),
+            /// Inbound events waiting in the Postgres inbox above which `queue_backlog`
+            /// opens.
+            queue_waiting: i64 = Value("ALERT_QUEUE_WAITING"),
+            /// Events that failed processing or delivery in the last 5 minutes above which
+            /// `queue_backlog` opens.
+            queue_failed: i64 = Value("ALERT_QUEUE_FAILED"),
         },
         /// Rate limits, shared by all pods.
         rate_limit: RateLimit {
@@ -291,6 +324,19 @@ settings! {
             outbound_depth: usize = Value("BACKPRESSURE_OUTBOUND_DEPTH"),
             /// How often each pod samples the queue depths (and the shared agent health).
             sample_interval: Duration = Millis("BACKPRESSURE_SAMPLE_MS"),
+        },
+        /// System mail (operators' alerts; later invitations and password resets): through
+        /// Resend or an SMTP server, one of them; off when neither is set. Read as a whole
+        /// by [`Config::system_mail`].
+        mail: Mail {
+            /// The sender, `address` or `Name <address>`; required with a transport.
+            from: Option<String> = Text("MAIL_FROM"),
+            /// A Resend API key: system mail goes to `POST {RESEND_API_BASE}/emails`.
+            resend_api_key: Option<SecretString> = Secret("MAIL_RESEND_API_KEY"),
+            /// An SMTP server: `smtp://user:pass@host:587` (STARTTLS), `smtps://…`
+            /// (implicit TLS) or `smtp://host:25?tls=off` (plaintext, this machine only in
+            /// production). A secret: it carries the password.
+            smtp_url: Option<SecretString> = Secret("MAIL_SMTP_URL"),
         },
     }
 }

@@ -63,6 +63,8 @@ macro_rules! spelled {
     };
 }
 
+pub(crate) use spelled;
+
 spelled! {
     /// Where an outbound reply stands: `outbox.status`, `messages.delivery_status` and the
     /// `delivery_status` of `message_status_updated`.
@@ -158,6 +160,8 @@ spelled! {
         BacklogAlert = "backlog-alert",
         /// Probes the agent and shares its health.
         AgentHealth = "agent-health",
+        /// Opens and resolves the queue alert (inbox backlog, recent failures).
+        QueueAlert = "queue-alert",
         /// Stores each org's daily summary.
         DailySummary = "daily-summary",
         /// Stores each org's weekly report.

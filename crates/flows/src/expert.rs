@@ -11,14 +11,28 @@
 //! |----------|----------------------------------------|-----------------|-----------------------------|
 //! | claim    | pending                                | claimed (me)    | any member; again = no-op   |
 //! | unclaim  | claimed                                | pending         | the holder, or an admin     |
-//! | assign   | pending, claimed                       | claimed (user)  | admins                      |
-//! | release  | pending, claimed                       | awaiting_client | not held by someone else    |
+//! | assign   | pending, claimed                       | claimed (user)  | admins; the user a member   |
+//! | release  | pending, claimed                       | awaiting_client | not held by someone else; a draft or a body |
 //! | respond  | pending, claimed                       | awaiting_client | not held by someone else    |
-//! | snooze   | pending, claimed, awaiting_client      | snoozed         | not held by someone else    |
+//! | snooze   | pending, claimed, awaiting_client      | snoozed         | not held by someone else; `until` ahead |
 //! | resolve  | pending, claimed, awaiting_client, snoozed | resolved    | not held by someone else, or an admin |
-//! | reopen   | awaiting_client, snoozed, resolved     | pending         | any member                  |
+//! | reopen   | awaiting_client, snoozed, resolved     | pending         | any member; 409 beside a newer live item |
 //!
-//! F2 (a new customer message) moves awaiting_client and snoozed back to pending.
+//! F2 moves awaiting_client and snoozed back to pending when the customer writes, and
+//! awaiting_client back to pending when a draft lands for a message no released reply
+//! answers. An item found in another state answers 409 `conflict` with its `current`
+//! state, except a repeated claim by the holder (200, no change). A `CHECK` keeps
+//! `status = 'claimed'` and a holder together.
+//!
+//! What the expert saw is what is sent (SPEC §11): the item's `version` moves with every
+//! transition, every new customer message and every new draft, and a request is judged in
+//! this order: an Idempotency-Key replay; the state (409 `conflict`); `If-Match` (412
+//! `precondition_failed`, with the whole item); for a release without a body, the draft
+//! (409 `no_draft`, or `stale_draft` when it answers an older message than the latest). A
+//! release or respond retires the draft it sends, and the reply records the customer
+//! message it answers, so every customer message is followed by a released reply or its
+//! item is pending or claimed (`crates/api/tests/it/expert_random.rs` checks this over
+//! random interleavings of a customer and two experts on two pods).
 
 use crate::Deps;
 use chrono::{DateTime, Utc};

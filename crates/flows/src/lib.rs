@@ -23,6 +23,8 @@ use switchboard_store::PgPool;
 pub struct Deps {
     /// Postgres.
     pub db: PgPool,
+    /// Where alerts (a dead reply) go.
+    pub alerts: switchboard_jobs::alerts::Alerts,
     /// Redis coordination.
     pub redis: Redis,
     /// The drafting agent.
@@ -54,6 +56,7 @@ impl Deps {
             db: self.db.clone(),
             outbound: self.outbound.clone(),
             emitter: self.emitter.clone(),
+            alerts: self.alerts.clone(),
         }
     }
 }

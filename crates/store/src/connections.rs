@@ -1,12 +1,17 @@
 //! Channel connections: an org's provider accounts, with secrets encrypted at rest.
 
+mod secrets;
+
+pub use secrets::{Expiries, PreviousSecret, Secrets};
+
 use crate::StoreError;
 use crate::crypto::SecretCipher;
 use crate::model::ChannelKind;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 /// A connection without its secrets: the only shape the API ever returns.
@@ -26,6 +31,11 @@ pub struct Connection {
     pub created_at: DateTime<Utc>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
+    /// Which replaced secrets may still verify webhooks, and until when: names and times,
+    /// never values (those are in the encrypted document, see [`Secrets`]). Expired entries
+    /// stay until the next write; compare with the time before showing one as active.
+    #[serde(skip)]
+    pub previous_secrets_expire_at: Json<Expiries>,
 }
 
 /// What is needed to create a connection.
@@ -43,7 +53,8 @@ pub struct NewConnection<'a> {
     pub settings: &'a Value,
 }
 
-const COLUMNS: &str = "id, org_id, channel, name, settings, created_at, updated_at";
+const COLUMNS: &str =
+    "id, org_id, channel, name, settings, created_at, updated_at, previous_secrets_expire_at";
 
 /// Creates a connection, encrypting its secrets. A live connection with the same org,
 /// channel and name → [`StoreError::Conflict`].
@@ -92,33 +103,19 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, StoreErr
     .await?)
 }
 
-/// A connection's decrypted secrets. Neither `Debug` nor any formatting shows them, and
-/// they do not serialize: reaching the values takes an explicit [`Secrets::expose`], so a
-/// stray `{:?}` in a log line or an error prints `Secrets(..)`.
-pub struct Secrets(Value);
-
-impl Secrets {
-    /// Wraps decrypted secrets.
-    pub fn new(value: Value) -> Self {
-        Self(value)
-    }
-
-    /// The secret values, for the one call that needs them (a signature check, an API call).
-    pub fn expose(&self) -> &Value {
-        &self.0
-    }
+/// A connection row with its encrypted secrets.
+#[derive(sqlx::FromRow)]
+struct Sealed {
+    #[sqlx(flatten)]
+    connection: Connection,
+    secrets_ciphertext: Vec<u8>,
 }
 
-/// Comparing shows nothing (e.g. whether stored secrets are the ones about to be written).
-impl PartialEq<Value> for Secrets {
-    fn eq(&self, other: &Value) -> bool {
-        self.0 == *other
-    }
-}
-
-impl std::fmt::Debug for Secrets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secrets(..)")
+impl Sealed {
+    fn open(self, cipher: &SecretCipher) -> Result<(Connection, Secrets), StoreError> {
+        let plaintext = cipher.open(self.connection.id, &self.secrets_ciphertext)?;
+        let secrets = Secrets::decode(&plaintext, &self.connection.previous_secrets_expire_at)?;
+        Ok((self.connection, secrets))
     }
 }
 
@@ -128,29 +125,77 @@ pub async fn get_with_secrets(
     cipher: &SecretCipher,
     id: Uuid,
 ) -> Result<Option<(Connection, Secrets)>, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        #[sqlx(flatten)]
-        connection: Connection,
-        secrets_ciphertext: Vec<u8>,
-    }
-    let row: Option<Row> = sqlx::query_as(&format!(
+    let row: Option<Sealed> = sqlx::query_as(&format!(
         "SELECT {COLUMNS}, secrets_ciphertext FROM channel_connections
          WHERE id = $1 AND deleted_at IS NULL"
     ))
     .bind(id)
     .fetch_optional(pool)
     .await?;
-    let Some(Row {
-        connection,
-        secrets_ciphertext,
-    }) = row
-    else {
-        return Ok(None);
+    row.map(|row| row.open(cipher)).transpose()
+}
+
+/// [`get_with_secrets`] in `tx`, with the row locked until it ends: for a change computed
+/// from what is stored (a rotation keeps the value it replaces), so two admins' changes
+/// apply one after the other and neither is lost.
+pub async fn lock_with_secrets(
+    tx: &mut PgConnection,
+    cipher: &SecretCipher,
+    id: Uuid,
+) -> Result<Option<(Connection, Secrets)>, StoreError> {
+    let row: Option<Sealed> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS}, secrets_ciphertext FROM channel_connections
+         WHERE id = $1 AND deleted_at IS NULL FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    row.map(|row| row.open(cipher)).transpose()
+}
+
+/// What [`update`] writes; `None` keeps what is stored.
+#[derive(Debug, Default)]
+pub struct Changes<'a> {
+    /// Display name (unique per org and channel among live connections).
+    pub name: Option<&'a str>,
+    /// Non-secret settings, replaced whole.
+    pub settings: Option<&'a Value>,
+    /// Every secret, current and replaced, replaced whole (see [`Secrets`]).
+    pub secrets: Option<&'a Secrets>,
+}
+
+/// Updates a live connection (locked by [`lock_with_secrets`] in the same `tx`); `None`
+/// when there is none. A name taken by another live connection → [`StoreError::Conflict`].
+pub async fn update(
+    tx: &mut PgConnection,
+    cipher: &SecretCipher,
+    id: Uuid,
+    changes: Changes<'_>,
+) -> Result<Option<Connection>, StoreError> {
+    let (sealed, expiries) = match changes.secrets {
+        Some(secrets) => {
+            let (document, expiries) = secrets.to_stored();
+            let plaintext =
+                serde_json::to_vec(&document).map_err(|e| StoreError::Unexpected(e.to_string()))?;
+            (Some(cipher.seal(id, &plaintext)?), Some(Json(expiries)))
+        }
+        None => (None, None),
     };
-    let secrets: Value = serde_json::from_slice(&cipher.open(connection.id, &secrets_ciphertext)?)
-        .map_err(|_| StoreError::Crypto("decrypted secrets are not JSON"))?;
-    Ok(Some((connection, Secrets(secrets))))
+    Ok(sqlx::query_as(&format!(
+        "UPDATE channel_connections
+         SET name = COALESCE($2, name), settings = COALESCE($3, settings),
+             secrets_ciphertext = COALESCE($4, secrets_ciphertext),
+             previous_secrets_expire_at = COALESCE($5, previous_secrets_expire_at),
+             updated_at = now()
+         WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(changes.name)
+    .bind(changes.settings)
+    .bind(sealed)
+    .bind(expiries)
+    .fetch_optional(&mut *tx)
+    .await?)
 }
 
 /// Soft-deletes a live connection; `None` when there was none. Past conversations keep
@@ -163,17 +208,4 @@ pub async fn delete(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, Store
     .bind(id)
     .fetch_optional(pool)
     .await?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_never_show_in_debug() {
-        let secrets = Secrets::new(serde_json::json!({"bot_token": "xoxb-very-secret"}));
-        let shown = format!("{secrets:?} {:?}", Some(&secrets));
-        assert!(!shown.contains("xoxb-very-secret"), "{shown}");
-        assert_eq!(secrets.expose()["bot_token"], "xoxb-very-secret");
-    }
 }

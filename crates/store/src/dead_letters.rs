@@ -4,6 +4,10 @@
 //! A retry hands the outbox row back to the `channel-outbound` job (`status = 'retry'`, due
 //! now, a fresh round of attempts); the job records the result on all three rows (see
 //! [`crate::delivery`]). Lock order as there: outbox row, message, dead-letter row.
+//!
+//! A dead reply's alert is claimed in its own row (`alerted_at`, set by one atomic
+//! `UPDATE … WHERE alerted_at IS NULL RETURNING`) rather than in Redis: the claim must
+//! survive a Redis flush, and the row is being written anyway.
 
 use crate::StoreError;
 use chrono::{DateTime, Utc};

@@ -32,3 +32,17 @@ pub async fn failures(pool: &PgPool) -> Result<Failures, StoreError> {
     .fetch_one(pool)
     .await?)
 }
+
+/// Inbound events accepted and not yet processed (nor parked), counted up to `cap`: the
+/// inbox backlog the queue alert compares with `ALERT_QUEUE_WAITING`, bounded so that a
+/// large backlog costs no more to count than the threshold.
+pub async fn inbox_waiting(pool: &PgPool, cap: i64) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM (
+           SELECT 1 FROM inbound_events WHERE processed_at IS NULL AND parked_at IS NULL
+           LIMIT $1) AS waiting",
+    )
+    .bind(cap)
+    .fetch_one(pool)
+    .await?)
+}

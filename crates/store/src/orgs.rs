@@ -45,28 +45,56 @@ pub struct OrgSettings {
     pub name: String,
     /// IANA time zone its daily and weekly reports are cut in (default `UTC`).
     pub time_zone: String,
+    /// Who hears about the org's dead replies.
+    pub account_manager_email: Option<String>,
 }
 
 /// An org's settings.
 pub async fn settings(pool: &PgPool, id: Uuid) -> Result<Option<OrgSettings>, StoreError> {
     Ok(
-        sqlx::query_as("SELECT id, name, time_zone FROM orgs WHERE id = $1")
+        sqlx::query_as("SELECT id, name, time_zone, account_manager_email FROM orgs WHERE id = $1")
             .bind(id)
             .fetch_optional(pool)
             .await?,
     )
 }
 
-/// Sets an org's time zone (the caller has checked the name); `None` when the org is gone.
-pub async fn set_time_zone(
+/// What a settings update changes; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct SettingsChange<'a> {
+    /// A new IANA time zone (the caller has checked the name).
+    pub time_zone: Option<&'a str>,
+    /// A new account manager address, or `Some(None)` to clear it.
+    pub account_manager_email: Option<Option<&'a str>>,
+}
+
+/// Updates an org's settings; `None` when the org is gone.
+pub async fn update_settings(
     pool: &PgPool,
     id: Uuid,
-    time_zone: &str,
+    change: &SettingsChange<'_>,
 ) -> Result<Option<OrgSettings>, StoreError> {
-    sqlx::query_as("UPDATE orgs SET time_zone = $2 WHERE id = $1 RETURNING id, name, time_zone")
-        .bind(id)
-        .bind(time_zone)
-        .fetch_optional(pool)
-        .await
-        .map_err(StoreError::from)
+    sqlx::query_as(
+        "UPDATE orgs SET time_zone = COALESCE($2, time_zone),
+                account_manager_email = CASE WHEN $3 THEN $4 ELSE account_manager_email END
+         WHERE id = $1 RETURNING id, name, time_zone, account_manager_email",
+    )
+    .bind(id)
+    .bind(change.time_zone)
+    .bind(change.account_manager_email.is_some())
+    .bind(change.account_manager_email.flatten())
+    .fetch_optional(pool)
+    .await
+    .map_err(StoreError::from)
+}
+
+/// The address that hears about `id`'s dead replies, if set.
+pub async fn account_manager(pool: &PgPool, id: Uuid) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT account_manager_email FROM orgs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await?
+            .flatten(),
+    )
 }

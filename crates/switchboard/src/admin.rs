@@ -1,8 +1,9 @@
-//! `switchboard admin …`: bootstrap orgs and users, and lock users out, from the command
-//! line.
+//! `switchboard admin …`: bootstrap orgs and users, lock users out, and move stored
+//! secrets to a new master key, from the command line.
 
 mod accounts;
 mod demo;
+mod reencrypt;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -55,6 +56,15 @@ pub enum AdminCommand {
         #[arg(long)]
         user: Uuid,
     },
+    /// Rewrite every stored secret that is not under the first master key with it, online,
+    /// in batches (one progress line each on stderr); prints `{"key_id", "rewritten",
+    /// "changed_meanwhile", "unreadable", "by_key", "without_key_id", "remaining"}` and fails
+    /// unless `remaining` is 0. Safe to run again.
+    Reencrypt {
+        /// Rows read and rewritten per statement.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        batch_size: i64,
+    },
 }
 
 /// Runs one admin command against the configured database.
@@ -96,6 +106,15 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
         }
         AdminCommand::DeactivateUser { user } => accounts::set_active(&pool, user, false).await?,
         AdminCommand::ReactivateUser { user } => accounts::set_active(&pool, user, true).await?,
+        AdminCommand::Reencrypt { batch_size } => {
+            let (out, left_behind) = reencrypt::run(config, &pool, batch_size).await?;
+            pool.close().await;
+            println!("{out}");
+            if left_behind {
+                return reencrypt::left_behind(&out);
+            }
+            return Ok(());
+        }
         AdminCommand::SeedDemo => {
             // The demo org has well-known users with printed passwords and demo channel
             // secrets: it exists only where DEMO_MODE says demos are wanted, never in

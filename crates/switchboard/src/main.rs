@@ -29,7 +29,16 @@ enum Command {
     /// Run one pod: HTTP API, webhooks, Socket.IO and background workers.
     Serve,
     /// Apply pending database migrations and exit.
-    Migrate,
+    Migrate {
+        /// Leave alone the applied migrations this binary does not know (a later release's)
+        /// instead of refusing to run: for a rollback to the previous release.
+        #[arg(
+            long,
+            env = "MIGRATIONS_IGNORE_MISSING",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        ignore_missing: bool,
+    },
     /// Administrative tasks; each prints one JSON object.
     Admin {
         #[command(subcommand)]
@@ -65,7 +74,7 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve(config).await,
-            Command::Migrate => report(migrate(&config).await),
+            Command::Migrate { ignore_missing } => report(migrate(&config, ignore_missing).await),
             Command::Admin { command } => report(admin::run(&config, command).await),
             Command::DemoProviders(args) => report(demo_providers::run(&config, args).await),
         }
@@ -114,13 +123,17 @@ async fn serve(config: switchboard_config::Config) -> ExitCode {
 
 /// Migrations run on `DATABASE_DIRECT_URL`: sqlx's migrator holds a session lock, which a
 /// transaction-mode pooler would not keep.
-async fn migrate(config: &switchboard_config::Config) -> anyhow::Result<()> {
+async fn migrate(config: &switchboard_config::Config, ignore_missing: bool) -> anyhow::Result<()> {
     let pool = switchboard_store::connect_direct(config)
         .await
         .map_err(|e| anyhow::anyhow!("{}", switchboard_store::explain(&e)))
         .context("connecting for migrations (DATABASE_DIRECT_URL, else DATABASE_URL)")?;
-    switchboard_store::migrate(&pool)
-        .await
+    let applied = if ignore_missing {
+        switchboard_store::migrate_ignoring_missing(&pool).await
+    } else {
+        switchboard_store::migrate(&pool).await
+    };
+    applied
         .map_err(|e| anyhow::anyhow!("{}", switchboard_store::explain(&e)))
         .context("applying migrations")?;
     pool.close().await;

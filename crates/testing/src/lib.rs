@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod app;
+pub mod fake_smtp;
 pub mod fakes;
 mod load;
 mod pod;
@@ -20,6 +21,7 @@ pub mod socket;
 mod user;
 
 pub use app::{TestApp, TestAppBuilder};
+pub use fake_smtp::FakeSmtp;
 pub use fakes::{Call, Provider};
 pub use load::Load;
 pub use pod::{Endpoint, TestPod};

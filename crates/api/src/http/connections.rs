@@ -1,5 +1,7 @@
-//! Channel connections CRUD for org admins. Secrets go in encrypted and never come out.
+//! Channel connections CRUD for org admins. Secrets go in encrypted and never come out;
+//! what a `PATCH` does to them (rotation with an overlap) is in `connection_secrets`.
 
+use super::connection_secrets::{self, SecretField, UpdateRequest};
 use crate::auth::Caller;
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
@@ -10,8 +12,9 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchboard_domain::{ChannelKind, Role};
+use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
-use switchboard_store::connections::{self, Connection, NewConnection};
+use switchboard_store::connections::{self, Changes, Connection, NewConnection};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -21,7 +24,7 @@ use uuid::Uuid;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
-        .routes(routes!(show, remove))
+        .routes(routes!(show, update, remove))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -40,6 +43,9 @@ struct ConnectionView {
     #[serde(flatten)]
     connection: Connection,
     webhook_url: String,
+    /// The channel's secret fields by name, with which values are active until when (a
+    /// rotation's overlap); never a value.
+    secret_fields: Vec<SecretField>,
 }
 
 impl ConnectionView {
@@ -47,10 +53,22 @@ impl ConnectionView {
         let webhook_url = state
             .config
             .webhook_url(connection.channel.as_str(), &connection.id.to_string());
+        let secret_fields = connection_secrets::secret_fields_of(&connection, chrono::Utc::now());
         Self {
             connection,
             webhook_url,
+            secret_fields,
         }
+    }
+}
+
+/// 409 for a name another live connection of the org and channel has.
+fn name_taken(error: StoreError, channel: ChannelKind, name: &str) -> ApiError {
+    match error {
+        StoreError::Conflict => ApiError::conflict(format!(
+            "a {channel} connection named {name:?} already exists"
+        )),
+        other => other.into(),
     }
 }
 
@@ -91,12 +109,7 @@ async fn create(
         },
     )
     .await
-    .map_err(|e| match e {
-        switchboard_store::StoreError::Conflict => ApiError::conflict(format!(
-            "a {channel} connection named {name:?} already exists"
-        )),
-        other => other.into(),
-    })?;
+    .map_err(|e| name_taken(e, channel, name))?;
     // Every pod may remember this id as unknown (a webhook that raced the create): forget it.
     state.connections.invalidate(connection.id).await;
     audit::record(
@@ -165,6 +178,69 @@ async fn show(
 ) -> ApiResult<Json<ConnectionView>> {
     let connection = load_owned(&state, &caller, id).await?;
     Ok(Json(ConnectionView::new(&state, connection)))
+}
+
+/// Changes a connection's name, settings or secrets in place; its id and webhook URL stay.
+///
+/// A new webhook-verifying secret leaves the one it replaces verifying until
+/// `previous_secret_expires_in_secs` (default a day); every other secret switches at once.
+/// Every pod uses the change within moments.
+#[utoipa::path(patch, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
+    params(("id" = Uuid, Path)),
+    request_body = UpdateRequest,
+    responses((status = 200, description = "Updated: `secret_fields` shows which values now verify until when", body = ConnectionView),
+        (status = 400, description = "Not JSON", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "A live connection with this name exists", body = ErrorBody),
+        (status = 422, description = "An unknown or invalid field, or nothing to change; nothing was written", body = ErrorBody)))]
+async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path(id): Path<Uuid>,
+    Json(body): Json<Value>,
+) -> ApiResult<Json<ConnectionView>> {
+    // 404/403 before any lock is taken. The row is then locked from the read of its
+    // secrets to the commit, so two admins' changes apply one after the other.
+    load_owned(&state, &caller, id).await?;
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    let (connection, stored) = connections::lock_with_secrets(&mut tx, &state.cipher, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("channel connection"))?;
+    // A refusal drops `tx`, which rolls back: nothing is written.
+    let plan = connection_secrets::plan(&connection, &stored, body, chrono::Utc::now())?;
+    let changes = Changes {
+        name: plan.name.as_deref(),
+        settings: plan.settings.as_ref(),
+        secrets: Some(&plan.secrets),
+    };
+    let updated = connections::update(&mut tx, &state.cipher, id, changes)
+        .await
+        .map_err(|e| {
+            name_taken(
+                e,
+                connection.channel,
+                plan.name.as_deref().unwrap_or_default(),
+            )
+        })?
+        .ok_or_else(|| ApiError::not_found("channel connection"))?;
+    audit::record(
+        &mut *tx,
+        Actor {
+            org_id: Some(updated.org_id),
+            user_id: Some(caller.user_id),
+            request_id: request_id.as_deref(),
+        },
+        "channel_connection.updated",
+        Some(("channel_connection", id)),
+        plan.audit_details(),
+    )
+    .await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    // Every pod drops its cached copy (Redis pub/sub, see `connection_cache`): webhooks
+    // everywhere verify with the new secrets within moments.
+    state.connections.invalidate(id).await;
+    Ok(Json(ConnectionView::new(&state, updated)))
 }
 
 #[utoipa::path(delete, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),

@@ -1,7 +1,17 @@
 //! The expert queue: the console's list, one item, and the expert's actions on it (claim,
 //! release (F3), respond, snooze, resolve, reopen; unclaim and assign). Every query is
-//! scoped to the caller's orgs: another org's item is 403, never 404 or 200. Every action
-//! takes an `Idempotency-Key`.
+//! scoped to the caller's orgs through `Caller::scope`: another org's item is 403, never
+//! 404 or 200, and so is a list for a caller who holds the role in no org (never an empty
+//! 200 that looks like an empty org); a filter value it does not know is 422. Every action
+//! takes an `Idempotency-Key` and an optional `If-Match`; the item and every action answer
+//! its `ETag`.
+//!
+//! The list is keyset-paged, longest waiting first on `(created_at, id)` or, with
+//! `order=recent`, newest activity first on `(updated_at, id)`; each row carries its
+//! customer, last customer message and draft. A page never repeats or skips an item whose
+//! key was older than the cursor when it was read; an item committed later with an older
+//! `created_at` (its transaction began before the read) shows on the next refresh or
+//! through its realtime event.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};

@@ -1,6 +1,8 @@
 //! Every router of the HTTP surface is merged here, under one middleware stack.
 
+mod alerts;
 mod auth;
+mod connection_secrets;
 mod connections;
 mod conversations;
 mod dead_letters;
@@ -38,6 +40,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub(crate) fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(health::router())
+        .merge(alerts::router())
         .merge(auth::router())
         .merge(connections::router())
         .merge(conversations::router())

@@ -105,6 +105,8 @@ struct SettingsView {
     name: String,
     /// IANA time zone (e.g. `Europe/Berlin`) the org's daily and weekly reports follow.
     time_zone: String,
+    /// Who is emailed when one of the org's replies is dead (`reply_dead`).
+    account_manager_email: Option<String>,
 }
 
 impl From<OrgSettings> for SettingsView {
@@ -113,14 +115,44 @@ impl From<OrgSettings> for SettingsView {
             id: o.id,
             name: o.name,
             time_zone: o.time_zone,
+            account_manager_email: o.account_manager_email,
         }
     }
 }
 
+/// The fields to change; an absent field stays as it is.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 struct SettingsUpdate {
     /// IANA time zone name.
-    time_zone: String,
+    time_zone: Option<String>,
+    /// An email address, or `null` to stop the notices.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    account_manager_email: Option<Option<String>>,
+}
+
+/// A field that is present (`Some`), even as `null` (`Some(None)`), as opposed to absent.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// A plausible single address (`local@domain.tld`, no spaces, angle brackets or list
+/// separators, at most 320 characters). Delivery is the real check; this refuses typos and
+/// lists.
+fn plausible_email(address: &str) -> bool {
+    let Some((local, domain)) = address.split_once('@') else {
+        return false;
+    };
+    address.len() <= 320
+        && !local.is_empty()
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !address
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ',' | ';'))
 }
 
 #[utoipa::path(get, path = "/orgs/{org_id}/settings", tag = "orgs", security(("bearer" = [])),
@@ -154,11 +186,29 @@ async fn update_settings(
     Json(body): Json<SettingsUpdate>,
 ) -> ApiResult<Json<SettingsView>> {
     caller.require_admin(org_id)?;
-    let zone = body
-        .time_zone
-        .parse::<chrono_tz::Tz>()
-        .map_err(|_| ApiError::validation("time_zone must be an IANA time zone name"))?;
-    let org = orgs::set_time_zone(&state.db, org_id, zone.name())
+    let zone = match &body.time_zone {
+        Some(name) => Some(
+            name.parse::<chrono_tz::Tz>()
+                .map_err(|_| ApiError::validation("time_zone must be an IANA time zone name"))?,
+        ),
+        None => None,
+    };
+    let email = body
+        .account_manager_email
+        .as_ref()
+        .map(|e| e.as_deref().map(str::trim));
+    if let Some(Some(address)) = email
+        && !plausible_email(address)
+    {
+        return Err(ApiError::validation(
+            "account_manager_email must be one email address, or null",
+        ));
+    }
+    let change = orgs::SettingsChange {
+        time_zone: zone.map(|z| z.name()),
+        account_manager_email: email,
+    };
+    let org = orgs::update_settings(&state.db, org_id, &change)
         .await?
         .ok_or_else(|| ApiError::not_found("org"))?;
     audit::record(
@@ -170,7 +220,10 @@ async fn update_settings(
         },
         "org.settings_updated",
         None,
-        json!({"time_zone": zone.name()}),
+        json!({
+            "time_zone": change.time_zone,
+            "account_manager_email": change.account_manager_email,
+        }),
     )
     .await?;
     Ok(Json(org.into()))

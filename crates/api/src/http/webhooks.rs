@@ -16,7 +16,10 @@ use axum::extract::{OriginalUri, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use switchboard_channels::{InboundError, InboundRequest, Verified, verify_and_parse};
+use switchboard_channels::{
+    InboundError, InboundRequest, InboundSecrets, PreviousSecret, SignedWith, Verified,
+    inbound_secret_field, verify_and_parse_rotating,
+};
 use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::{InboxMessage, InboxPayload};
 use switchboard_flows::intake::IntakeError;
@@ -82,7 +85,20 @@ async fn receive(
                 public_url: &public_url,
                 now_unix,
             };
-            verify_and_parse(channel, loaded.secrets.expose(), &request)
+            // During a rotation the replaced value verifies too, until its expiry (checked
+            // against this request's time, so an expired one never does).
+            let previous = loaded
+                .secrets
+                .previous(inbound_secret_field(channel))
+                .map(|p| PreviousSecret {
+                    value: p.expose(),
+                    expires_unix: p.expires_at().timestamp(),
+                });
+            let secrets = InboundSecrets {
+                current: loaded.secrets.expose(),
+                previous,
+            };
+            verify_and_parse_rotating(channel, secrets, &request)
         }
     };
     // A large body costs real CPU to authenticate and parse (an email's HTML becomes text
@@ -95,7 +111,12 @@ async fn receive(
     } else {
         verify()
     };
-    let event = match verified {
+    if let Ok((_, SignedWith::Previous)) = &verified {
+        // Still rising: the provider has not switched to the new secret yet.
+        metrics::counter!("webhooks_verified_with_previous_secret_total", "channel" => channel.as_str())
+            .increment(1);
+    }
+    let event = match verified.map(|(verified, _)| verified) {
         Ok(Verified::Challenge(challenge)) => {
             return Ok(([(header::CONTENT_TYPE, "text/plain")], challenge).into_response());
         }

@@ -12,6 +12,7 @@ use crate::state::{AppState, AppStateInner};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use switchboard_channels::agent::AgentClient;
+use switchboard_channels::mail::Mailer;
 use switchboard_config::{AppEnv, Config};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_domain::backoff::Backoff;
@@ -21,7 +22,7 @@ use switchboard_flows::dispatch::Dispatcher;
 use switchboard_flows::inbound::EmailBodies;
 use switchboard_flows::inbound::{self, InboxPolicy};
 use switchboard_flows::intake::Intake;
-use switchboard_jobs::alerts::Alerts;
+use switchboard_jobs::alerts::{Alerts, Routes};
 use switchboard_jobs::pressure::AcceptLoad;
 use switchboard_jobs::queue::{InboundQueue, OutboundQueue};
 use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenClaims, TokenError};
@@ -85,17 +86,19 @@ impl App {
         let endpoint = config
             .redis_endpoint()
             .map_err(|e| StartError::Violations(vec![e.to_string()]))?;
-        let (Some(endpoint), Some(key)) = (endpoint, config.master_key_bytes()) else {
+        let cipher = SecretCipher::with_keys(&config.master_keys());
+        let (Some(endpoint), Some(cipher)) = (endpoint, cipher) else {
             return Err(StartError::Violations(vec![
-                "REDIS_URL (or REDIS_CLUSTER_NODES) and MASTER_ENCRYPTION_KEY must be set".into(),
+                "REDIS_URL (or REDIS_CLUSTER_NODES) and MASTER_ENCRYPTION_KEY (or MASTER_ENCRYPTION_KEYS) must be set".into(),
             ]));
         };
         let redis = Redis::connect(&endpoint, &config.redis.prefix)?;
         let lifecycle = Lifecycle::new();
-        let jwt = Arc::new(JwtKeys::new(
-            &config.auth.jwt_secret,
-            config.auth.jwt_ttl.as_secs(),
-        ));
+        let jwt = JwtKeys::new(&config.jwt_secrets(), config.auth.jwt_ttl.as_secs())
+            .map(Arc::new)
+            .ok_or_else(|| {
+                StartError::Violations(vec!["JWT_SECRET or JWT_SECRETS must be set".into()])
+            })?;
         let realtime = Realtime::build(
             realtime::Settings::new(&config, endpoint),
             db.clone(),
@@ -105,7 +108,19 @@ impl App {
         .await?;
         let queue_poll = config.workers.queue_poll;
         let inbox_lease = config.inbox.lease;
+        let alerts = Alerts::new(
+            db.clone(),
+            redis.clone(),
+            config.alerts.window,
+            &config.pod_id(),
+            Routes::from_config(
+                &config,
+                Mailer::from_config(&config)
+                    .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
+            ),
+        );
         let flows = Deps {
+            alerts: alerts.clone(),
             db: db.clone(),
             redis: redis.clone(),
             agent: AgentClient::new(&config, redis.clone()),
@@ -113,23 +128,14 @@ impl App {
             inbox_lease,
             inbox_policy: inbox_policy(&config),
             load: AcceptLoad::new(config.workers.accept_priority_in_flight),
-            email_bodies: EmailBodies::new(
-                config.channels.resend_api_base.clone(),
-                SecretCipher::new(&key),
-            ),
+            email_bodies: EmailBodies::new(config.channels.resend_api_base.clone(), cipher.clone()),
             outbound: OutboundQueue::outbound(&redis).with_poll(queue_poll),
-            dispatch: Dispatcher::new(&config, SecretCipher::new(&key))
+            dispatch: Dispatcher::new(&config, cipher.clone())
                 .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
             faults: faults(&config)?,
             inbound: inbound::Batches::start(db.clone(), inbox_lease),
         };
         let inbound = InboundQueue::inbound(&redis).with_poll(queue_poll);
-        let alerts = Alerts::new(
-            db.clone(),
-            redis.clone(),
-            config.alerts.window,
-            &config.pod_id(),
-        );
         let protection = Protection {
             limiter: RateLimiter::new(&config, redis.clone(), alerts.clone()),
             pressure: Backpressure::new(&config),
@@ -155,7 +161,7 @@ impl App {
             inbound,
             flows,
             jwt,
-            cipher: SecretCipher::new(&key),
+            cipher,
             config: Arc::new(config),
             db,
             redis,

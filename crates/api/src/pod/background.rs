@@ -42,6 +42,8 @@ pub(super) fn spawn(state: &AppState) {
         );
     }
     dispatch::spawn_gauges(state.flows.clone(), token.clone(), tracker);
+    // Every pod sends the alert deliveries that are due (a lease each, like replies).
+    state.alerts.spawn_delivery(&token, tracker);
     // Every periodic job, once per slot across pods (AA2).
     crate::scheduled::build(state, &identity).spawn(token, tracker);
     crate::sampler::spawn(state.clone());

@@ -299,6 +299,12 @@ impl RateLimiter {
                     self.0.alerted.store(false, Ordering::Relaxed);
                     metrics::gauge!("rate_limit_storage_shared").set(1.0);
                     tracing::warn!("rate-limit storage is back: limits are shared again");
+                    let alerts = self.0.alerts.clone();
+                    switchboard_domain::periodic::detach(async move {
+                        alerts
+                            .resolve(AlertKind::RateLimitStorageDown, "redis")
+                            .await;
+                    });
                 }
                 (decision, "shared")
             }

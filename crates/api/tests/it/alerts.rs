@@ -51,7 +51,8 @@ impl<S: tracing::Subscriber> Layer<S> for Alerts {
 }
 
 impl Alerts {
-    /// Counts by `field` (`alert`: the kind; `failure_id`: the dead letter).
+    /// Counts by `field` (`alert`: the kind; `subject`: the scope, a dead letter's id for
+    /// `reply_dead`).
     pub fn by(field: &'static str) -> Alerts {
         Alerts {
             field,
@@ -75,7 +76,7 @@ static BY_FAILURE: OnceLock<Alerts> = OnceLock::new();
 
 fn by_failure() -> &'static Alerts {
     BY_FAILURE.get_or_init(|| {
-        let alerts = Alerts::by("failure_id");
+        let alerts = Alerts::by("subject");
         tracing_subscriber::registry()
             .with(alerts.clone())
             .try_init()

@@ -54,12 +54,37 @@ async fn ready_is_503_while_draining_then_the_listener_closes() {
 
 #[tokio::test]
 async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
-    let (pod, db) = TestPod::single().await;
+    // The relay's idle poll (every 250 ms) would keep one pooled session or another busy;
+    // commits still wake it, and there are none here.
+    let (pod, db) = TestPod::single_with(|v| {
+        v.insert("RELAY_POLL_MS".into(), "60000".into());
+    })
+    .await;
     assert_eq!(pod.ready().await.0, 200, "the pool holds a live connection");
 
-    // Postgres restarts or an operator terminates the pod's sessions while they sit idle.
-    tokio::time::sleep(switchboard_store::IDLE_CHECK_AFTER + Duration::from_millis(300)).await;
+    // Postgres restarts or an operator terminates the pod's sessions while they sit idle:
+    // each of them, for longer than the pool lets a session go unchecked. Awaited, not slept:
+    // a scheduled job's run, later on a loaded machine, can use one at any time.
     let admin = db.pool().await;
+    let idle_for = switchboard_store::IDLE_CHECK_AFTER + Duration::from_millis(300);
+    let all_idle = || async {
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = 'switchboard'
+                AND (state <> 'idle' OR now() - state_change < make_interval(secs => $1))",
+        )
+        .bind(idle_for.as_secs_f64())
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        (busy == 0).then_some(())
+    };
+    switchboard_testing::eventually(
+        "every pooled session idle",
+        Duration::from_secs(20),
+        all_idle,
+    )
+    .await;
     let killed: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
           WHERE datname = current_database() AND application_name = 'switchboard') t",

@@ -3,9 +3,11 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod abuse;
+mod alerting;
 mod alerts;
 mod auth;
 mod cluster;
+mod connection_rotation;
 mod connections;
 mod errors;
 mod expert;
@@ -23,6 +25,8 @@ mod inbound_inbox;
 mod inbound_parking;
 mod inbound_queue;
 mod inbound_redis_loss;
+mod key_rotation;
+mod mailer;
 mod multi_pod;
 mod openapi;
 mod outbound_breaker;

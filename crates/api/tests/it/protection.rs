@@ -157,6 +157,24 @@ async fn with_redis_down_pods_limit_alone_login_works_and_one_alert_is_raised() 
         "shared limiting never came back"
     );
     assert_eq!(alerts.count("rate_limit_storage_down"), 1);
+    // The incident Postgres recorded resolves with Redis back.
+    let resolved = || async {
+        let pool = app.db.pool().await;
+        let status: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM alert_incidents WHERE kind = 'rate_limit_storage_down'",
+        )
+        .fetch_optional(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        (status.as_deref() == Some("resolved")).then_some(())
+    };
+    assert!(
+        try_eventually_every(Duration::from_secs(10), every, resolved)
+            .await
+            .is_some(),
+        "the incident never resolved"
+    );
 }
 
 #[tokio::test]

@@ -27,16 +27,28 @@ fn only_every_second(job: &str) -> TestAppBuilder {
         .env("SCHEDULER_SKIP_MISSED", &SCHEDULED_JOBS.join(","))
 }
 
+/// A Slack connection sealed with the test key, as the pods will read it at start.
 async fn connection(db: &TestDb, org: Uuid) -> Uuid {
+    use base64::Engine;
+    let key: [u8; 32] = base64::engine::general_purpose::STANDARD
+        .decode(switchboard_testing::MASTER_KEY)
+        .unwrap()
+        .try_into()
+        .unwrap();
     let pool = db.pool().await;
-    let id = sqlx::query_scalar(
-        "INSERT INTO channel_connections (org_id, channel, name, secrets_ciphertext)
-         VALUES ($1, 'slack', 's', '\\x00') RETURNING id",
-    )
-    .bind(org)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let secrets = serde_json::json!({"signing_secret": "s", "bot_token": "xoxb-1"});
+    let new = switchboard_store::connections::NewConnection {
+        org_id: org,
+        channel: switchboard_domain::ChannelKind::Slack,
+        name: "s",
+        secrets: &secrets,
+        settings: &serde_json::json!({}),
+    };
+    let cipher = switchboard_store::crypto::SecretCipher::new(&key);
+    let id = switchboard_store::connections::create(&pool, &cipher, new)
+        .await
+        .unwrap()
+        .id;
     pool.close().await;
     id
 }

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use reqwest::{Response, header::RETRY_AFTER};
+use reqwest::Response;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 use switchboard_domain::ChannelKind;
 
@@ -34,12 +35,7 @@ impl Answer {
     /// counts as accepted (see the module docs of `outbound`).
     pub(super) async fn read(response: Response, channel: ChannelKind) -> Self {
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(response.headers());
         let raw = read_capped(response, PROVIDER_ANSWER_CAP)
             .await
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
@@ -68,13 +64,14 @@ impl Answer {
     pub(super) fn failure(&self, channel: ChannelKind, detail: &str) -> PartOutcome {
         let status = Some(self.status);
         let reason = format!("{channel} answered HTTP {}: {detail}", self.status);
-        match self.status {
-            408 | 429 | 500..=599 => PartOutcome::Retry {
+        if retryable_status(self.status) {
+            PartOutcome::Retry {
                 after: self.retry_after,
                 reason,
                 status,
-            },
-            _ => PartOutcome::Permanent { reason, status },
+            }
+        } else {
+            PartOutcome::Permanent { reason, status }
         }
     }
 
@@ -90,6 +87,22 @@ impl Answer {
             text.chars().take(200).collect()
         }
     }
+}
+
+/// Whether a failed call answered `status` is worth making again: a timeout (408), a rate
+/// limit (429) or the provider's own trouble (5xx). Any other status fails the same way
+/// again. Shared by every provider client, system mail's included.
+pub(crate) fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500..=599)
+}
+
+/// A `Retry-After` in seconds (the form every provider here sends).
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
 }
 
 /// Timeouts and connection failures might succeed next time. The URL is left out of the

@@ -19,6 +19,7 @@ mod twilio;
 
 pub use body::{BodyError, read_capped};
 pub use http::PROVIDER_ANSWER_CAP;
+pub(crate) use http::{retry_after, retryable_status};
 pub use split::{max_chars, split};
 
 use std::time::Duration;

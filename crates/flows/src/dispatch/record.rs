@@ -12,6 +12,7 @@ use std::time::Duration;
 use switchboard_domain::events::MessageStatusUpdated;
 use switchboard_domain::{DeliveryStatus, Event};
 use switchboard_jobs::alerts;
+use switchboard_jobs::periodic::queue_alert;
 use switchboard_store::delivery::{self, Claimed, Failure};
 use switchboard_store::event_outbox;
 
@@ -174,12 +175,13 @@ pub(super) async fn failed(
         return Ok(Outcome::LeaseLost);
     };
     deps.emitter.wake();
+    queue_alert::count_failure(&deps.redis).await;
     let dead = failed.status == DeliveryStatus::Dead;
     metrics::counter!("outbound_dead_letters_total", "channel" => row.channel.as_str(), "status" => if dead { "dead" } else { "queued" })
         .increment(1);
     tracing::warn!(outbox_id = %row.id, channel = %row.channel, attempts, dead, error = failure.error, "outbound delivery failed; dead-lettered");
     if dead {
-        alerts::raise_reply_dead(&deps.db, Some(failed.failure_id)).await;
+        alerts::raise_reply_dead(&deps.alerts, Some(failed.failure_id)).await;
     }
     Ok(Outcome::Failed { dead })
 }

@@ -1,5 +1,23 @@
 //! One run of the `channel-outbound` job: claim the row, check the breaker, send the parts
 //! not yet accepted, retry or reschedule, and record the outcome.
+//!
+//! ```text
+//! claim: UPDATE outbox SET locked_until, lease_id WHERE id AND status IN (queued, retry)
+//!        AND due AND lease free RETURNING ─► breaker (Redis, per channel + connection)
+//!   open ─► deferred: due at the end of the cool-down, lease released, job pushed for then
+//!           (no call, no attempt counted)
+//!   closed, or this pod holds the one half-open probe ─►
+//! split(text, max_chars) ─► each part not in outbox.parts: provider call (lease renewed
+//!   every third of OUTBOX_LEASE_SECS) ─► accepted: its id appended to outbox.parts
+//!   all accepted ─► one tx: outbox and message sent, dead letter resolved, event
+//!   429/5xx/timeout ─► attempt n of 3: wait max(Retry-After, base·2^(n−1)·jitter)
+//!     ≤ OUTBOUND_MAX_INLINE_WAIT_MS: one tx (retry + event), sleep holding the lease, again
+//!     longer (or the breaker just opened): one tx (retry, lease released), job pushed
+//!   3rd failure, or a refusal no retry fixes (most 4xx, Slack invalid_auth, Twilio 63016,
+//!   Telegram 403) ─► one tx: outbox and message failed, channel_failures row queued, event
+//! before any call: connection deleted, secrets no longer decrypt, payload malformed
+//!   ─► one tx: outbox, message and channel_failures dead, event; one alert
+//! ```
 
 use super::lease::Lease;
 use super::record::{self, Ending, Verdict};
@@ -126,7 +144,7 @@ enum Unsendable {
     #[error("the {0} connection this reply leaves through was deleted")]
     ConnectionGone(ChannelKind),
     #[error(
-        "the {channel} connection's secrets cannot be read with the current MASTER_ENCRYPTION_KEY ({why}); restore the key or re-enter the connection's secrets, then retry this dead letter"
+        "the {channel} connection's secrets cannot be read with the configured MASTER_ENCRYPTION_KEY or MASTER_ENCRYPTION_KEYS ({why}); add the key back (after the first) or re-enter the connection's secrets, then retry this dead letter"
     )]
     Undecryptable {
         channel: ChannelKind,

@@ -1,4 +1,25 @@
-//! The `channel-inbound` job (F2), idempotent end to end.
+//! The `channel-inbound` job (F2), delivered at least once per event (its push, the inbox
+//! sweeper, an admin's replay) and idempotent end to end.
+//!
+//! A run is three round trips to Postgres, each shared with the pod's other jobs
+//! (`batch.rs`), the statements and their lock order in `sql.rs`:
+//! 1. the claim: a lease on the event (`INBOX_LEASE_SECS`, renewed while the job works) and
+//!    a fresh `claim_token`. Renewals and the failure record name the token, so a run that
+//!    stalled past its lease can neither extend nor back off the claim of the run that took
+//!    the event over; an event whose `retry_at` is ahead is not claimed, whoever pushed it;
+//! 2. the message: customer, open conversation, message (unique per connection and provider
+//!    message id), its history entry, an item brought back to pending, and their realtime
+//!    events. An email from Resend first gets its body (`email_body.rs`), fetched holding
+//!    the lease and no transaction;
+//! 3. the draft, once the agent has answered (called outside any transaction, and not at
+//!    all when the message already has a draft; a failure stores [`FALLBACK_DRAFT`],
+//!    flagged for review): the draft, the queue item created or advanced, the event
+//!    processed.
+//!
+//! A failed run records its error and its next attempt (`INBOX_RETRY_BASE_SECS`, doubling up
+//! to `INBOX_RETRY_MAX_SECS`); after `INBOX_MAX_ATTEMPTS` the event is parked until an admin
+//! replays it (`POST /inbound-events/{id}/replay`). A failure before the claim was no
+//! attempt and records nothing.
 
 mod batch;
 mod email_body;
@@ -97,7 +118,12 @@ pub async fn process(deps: &Deps, event_id: Uuid) -> Result<Outcome, JobError> {
             return result;
         };
         let policy = deps.inbox_policy.retry;
-        match inbox::record_failure(&deps.db, event_id, token, &e.to_string(), policy).await {
+        let recorded =
+            inbox::record_failure(&deps.db, event_id, token, &e.to_string(), policy).await;
+        if matches!(recorded, Ok(Some(_))) {
+            switchboard_jobs::periodic::queue_alert::count_failure(&deps.redis).await;
+        }
+        match recorded {
             Ok(Some(failure)) if failure.parked => {
                 metrics::counter!("inbox_events_parked_total").increment(1);
                 tracing::error!(%event_id, attempts = failure.attempts, error = %e,

@@ -123,7 +123,9 @@ impl Job for AgentHealthProbe {
         if let Err(e) = &probe {
             tracing::warn!(error = %e, failures, "agent health probe failed");
         }
-        if failures > FAILING_AFTER || breaker == "open" {
+        if probe.is_ok() && breaker != "open" {
+            self.alerts.resolve(AlertKind::AgentFailing, "agent").await;
+        } else if failures > FAILING_AFTER || breaker == "open" {
             self.alerts
                 .raise(
                     AlertKind::AgentFailing,

@@ -1,7 +1,8 @@
-//! `backlog-alert`: pending items past their `sla_due_at` → one alert per org with the
-//! count and the oldest item (de-duplicated across pods for the alert window).
+//! `backlog-alert`: pending items past their `sla_due_at` → one open `backlog_past_sla`
+//! incident per org with the count and the oldest item; an org with none overdue any more
+//! has its incident resolved.
 
-use crate::alerts::{AlertKind, Alerts};
+use crate::alerts::{Alert, AlertKind, Alerts};
 use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -26,25 +27,32 @@ impl Job for BacklogAlert {
         let backlog = expert_queue::backlog_past_sla(&self.db).await?;
         let mut alerted = 0;
         for org in &backlog {
+            let scope = org.org_id.to_string();
+            let message = format!(
+                "{} pending items are past their SLA; the oldest was due at {}",
+                org.overdue, org.oldest_due_at
+            );
             let raised = self
                 .alerts
-                .raise(
-                    AlertKind::BacklogPastSla,
-                    &org.org_id.to_string(),
-                    &format!(
-                        "{} pending items are past their SLA; the oldest was due at {}",
-                        org.overdue, org.oldest_due_at
-                    ),
-                    json!({
+                .raise_alert(Alert {
+                    kind: AlertKind::BacklogPastSla,
+                    scope: &scope,
+                    org_id: Some(org.org_id),
+                    message: &message,
+                    details: json!({
                         "org_id": org.org_id,
                         "overdue": org.overdue,
                         "oldest_id": org.oldest_id,
                         "oldest_due_at": org.oldest_due_at,
                     }),
-                )
+                })
                 .await;
             alerted += usize::from(raised);
         }
+        let still: Vec<String> = backlog.iter().map(|o| o.org_id.to_string()).collect();
+        self.alerts
+            .resolve_all_but(AlertKind::BacklogPastSla, &still)
+            .await;
         Ok(json!({"orgs_past_sla": backlog.len(), "alerted": alerted}))
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! Also the admin's retry (`POST /dead-letters/{id}/retry`), which hands a row back at once.
 
-use crate::alerts::raise_reply_dead;
+use crate::alerts::{AlertKind, Alerts, raise_reply_dead};
 use crate::queue::OutboundQueue;
 use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
@@ -54,6 +54,8 @@ pub struct DeadLetters {
     pub outbound: OutboundQueue,
     /// Wakes the relay for the `message_status_updated` events.
     pub emitter: Arc<dyn Emitter>,
+    /// Raises the alerts of rows a pod died before alerting.
+    pub alerts: Alerts,
 }
 
 #[async_trait]
@@ -88,7 +90,7 @@ pub async fn retry_due(deps: &DeadLetters) -> Result<Report, StoreError> {
     }
     Ok(Report {
         retried: requeued.len(),
-        alerted: raise_reply_dead(&deps.db, None).await,
+        alerted: raise_reply_dead(&deps.alerts, None).await,
     })
 }
 
@@ -119,5 +121,10 @@ pub async fn retry_now(tx: &mut PgConnection, id: Uuid) -> Result<Option<Requeue
 /// wake the realtime relay.
 pub async fn after_retry(deps: &DeadLetters, requeued: &Requeued) {
     push(deps, &[requeued.outbox_id]).await;
+    // An admin took it in hand: its `reply_dead` incident (if it was dead) is over; a retry
+    // that dies again opens a new one.
+    deps.alerts
+        .resolve(AlertKind::ReplyDead, &requeued.failure_id.to_string())
+        .await;
     deps.emitter.wake();
 }

@@ -15,7 +15,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::JobName;
-use switchboard_store::{PgPool, alert_claims, cron_runs};
+use switchboard_store::{PgPool, alert_claims, alert_incidents, cron_runs};
+
+/// How long resolved incidents stay in `GET /alerts`' history.
+const INCIDENTS_KEPT: Duration = Duration::from_secs(30 * 86_400);
 
 /// Vacuums finished jobs and forgets gone workers of every queue.
 pub struct QueueUpkeep {
@@ -65,6 +68,11 @@ impl Job for SchedulerPrune {
             runs += cron_runs::prune(&self.db, job, self.keep).await?;
         }
         let alerts = alert_claims::prune(&self.db, self.keep).await?;
-        Ok(json!({"runs_deleted": runs, "alert_claims_deleted": alerts}))
+        let incidents = alert_incidents::prune(&self.db, INCIDENTS_KEPT).await?;
+        Ok(json!({
+            "runs_deleted": runs,
+            "alert_claims_deleted": alerts,
+            "incidents_deleted": incidents,
+        }))
     }
 }

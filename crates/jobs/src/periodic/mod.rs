@@ -10,5 +10,6 @@ pub mod idempotency_expiry;
 pub mod inbox_retention;
 pub mod inbox_sweeper;
 pub mod outbox_sweeper;
+pub mod queue_alert;
 pub mod reports;
 pub mod snooze;

@@ -1,24 +1,23 @@
-//! The `channel-inbound` queue on apalis-redis, and the supervised workers that drain it.
+//! The two job queues on apalis-redis (`channel-inbound`, `channel-outbound`), and the
+//! supervised workers that drain them.
 //!
-//! apalis-redis is the fast path, not the truth: the inbox row in Postgres is. Known
-//! behaviours of apalis-redis 1.0 handled here:
+//! apalis-redis is the fast path, not the truth: the inbox and outbox rows in Postgres are,
+//! and the sweepers push again what Redis lost. Known behaviours of apalis-redis 1.0
+//! handled here:
 //! - an idle worker fetches only on its heartbeat unless polled: a push wakes this pod's
-//!   worker at once and, through a Redis notification, every other pod's; a worker still
-//!   polls every `QUEUE_POLL_MS` (150) for what comes due and for a notification lost while
-//!   its subscription was down;
+//!   workers at once (a `Notify`) and, through a Redis notification, every other pod's
+//!   (`wake.rs`); a worker still polls every `QUEUE_POLL_MS` (150) for what comes due and
+//!   for a notification lost while its subscription was down;
 //! - worker names are identities in Redis: ours are unique per pod, process, app instance
 //!   and restart;
 //! - one Redis error can leave a worker's backend dead: a supervisor restarts the worker;
 //! - a job held by a dead worker returns only after heartbeat × missed heartbeats: we use
-//!   5 s × 3, and the inbox sweeper is the backstop;
-//! - finished jobs are acknowledged only with `persist_results(true)`, which keeps each job's
-//!   data and result in Redis until vacuumed: the sweeper vacuums once per slot (with our own
-//!   bounded script, see [`crate::queue::upkeep`]);
-//! - every push lands in the scheduled set, and a fetch moves *all* due scheduled jobs with
-//!   one `unpack`, which fails past ~8000 and then kills every worker on every fetch: the
-//!   promoter in [`crate::queue::upkeep`] keeps the scheduled set small;
-//! - a worker's metadata hash outlives it: names are recorded as workers start, and the
-//!   sweeper deletes the metadata of gone ones ([`crate::queue::upkeep::forget_gone_workers`]).
+//!   5 s × 3, and the sweepers are the backstop;
+//! - finished jobs are acknowledged only with `persist_results(true)`, which keeps each
+//!   job's data and result in Redis until vacuumed;
+//! - the scheduled set, the active list, the vacuum and the metadata of gone workers need
+//!   bounded upkeep of our own: [`upkeep`] (the promoter on every pod, the rest in the
+//!   `queue-upkeep` scheduled job).
 
 mod supervise;
 pub mod upkeep;

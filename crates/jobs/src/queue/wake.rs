@@ -29,7 +29,7 @@ impl Announcer {
         let redis = self.redis.clone();
         let channel = self.channel.clone();
         let instance = self.instance.clone();
-        tokio::spawn(async move {
+        switchboard_domain::periodic::detach(async move {
             if let Err(e) = redis.publish(&channel, &instance).await {
                 tracing::debug!(%channel, error = %e, "could not announce a push");
             }

@@ -285,7 +285,17 @@ impl Scheduler {
         }
         metrics::counter!("scheduled_runs_total", "job" => name, "outcome" => outcome.as_str())
             .increment(1);
-        if outcome == Outcome::Failed {
+        if outcome == Outcome::Ok {
+            // A success clears what the job's earlier failures and retries opened.
+            self.0
+                .alerts
+                .resolve(AlertKind::ScheduledRunFailed, name)
+                .await;
+            self.0
+                .alerts
+                .resolve(AlertKind::ScheduledRunRetried, name)
+                .await;
+        } else {
             self.0
                 .alerts
                 .raise(
@@ -359,7 +369,7 @@ impl Scheduler {
                 .alerts
                 .raise(
                     AlertKind::ScheduledRunRetried,
-                    &format!("{job}:{}", held.slot.timestamp_millis()),
+                    job,
                     "scheduled run retried: its pod died mid-run",
                     json!({"job": job, "slot": held.slot, "previous_pod": held.previous_pod}),
                 )

@@ -32,8 +32,10 @@ pub async fn seed(config: &Config, pool: &PgPool) -> anyhow::Result<Value> {
     let key = config
         .master_key_bytes()
         .context("seed-demo needs MASTER_ENCRYPTION_KEY (32 bytes, base64 or hex)")?;
+    // Values derive from the key that encrypts; every listed key still reads.
     let derive = Derive { key };
-    let cipher = SecretCipher::new(&key);
+    let cipher =
+        SecretCipher::with_keys(&config.master_keys()).unwrap_or_else(|| SecretCipher::new(&key));
 
     let org_id = uuid::Builder::from_random_bytes(derive.array("org")).into_uuid();
     sqlx::query("INSERT INTO orgs (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")

@@ -1,7 +1,10 @@
 //! A stand-in for the AI agent (`POST {AGENT_URL}/v1/chat`, Switchboard's contract): the
 //! draft depends on what the customer last wrote, so a demo shows drafts worth editing.
 //! `#fail` in a message makes it answer 503 (the pods then store a flagged fallback draft),
-//! `#slow` makes it take three seconds.
+//! `#slow` makes it take three seconds. `GET {AGENT_URL}` is the pods' health probe
+//! (`agent-health`): it answers the `agent` fault while one is set, so
+//! `POST /api/faults {"kind": "agent", "status": 503}` takes the agent down as the pods see
+//! it (the `agent_failing` alert) and `{"kind": "agent", "status": 0}` brings it back.
 
 use super::Demo;
 use super::record::Call;
@@ -53,6 +56,7 @@ pub(super) async fn chat(State(demo): State<Demo>, Json(req): Json<ChatRequest>)
         replayed: false,
         status,
         body: json!({"messages": req.messages.len()}),
+        alert: None,
     });
     if status != 200 {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
@@ -73,6 +77,19 @@ pub(super) async fn chat(State(demo): State<Demo>, Json(req): Json<ChatRequest>)
         "cost_usd": 0.0002 * words as f64,
     }))
     .into_response()
+}
+
+/// `GET /agent`: the health probe (not recorded: it runs every few seconds). While an
+/// `agent` fault is set, it answers the fault's status.
+pub(super) async fn probe(State(demo): State<Demo>) -> Response {
+    match demo.rec.fault_status("agent") {
+        Some(status) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            Json(json!({"error": "the demo agent was told to fail"})),
+        )
+            .into_response(),
+        None => Json(json!({"status": "ok"})).into_response(),
+    }
 }
 
 /// The draft for a customer's message, and how sure the "agent" is of it.

@@ -1,15 +1,19 @@
 //! `switchboard demo-providers`: everything outside Switchboard that a laptop demo and the
 //! browser test need, in one process. A fake agent (`/agent/v1/chat`, drafts that depend on
 //! the message), fake Slack, Twilio, Telegram and Resend APIs that record what they receive
-//! (`GET /api/calls`), and a customer simulator page that sends correctly signed webhooks
-//! through the load balancer and shows the replies each channel received.
+//! (`GET /api/calls`), fake alert sinks (Slack incoming webhook, PagerDuty Events API v2,
+//! a Standard Webhooks receiver), and a customer simulator page that sends correctly signed
+//! webhooks through the load balancer and shows the replies each channel received and the
+//! alerts each sink received.
 //!
 //! Point the pods at it with `AGENT_URL={url}/agent`, `SLACK_API_BASE={url}/slack/api`,
-//! `TWILIO_API_BASE={url}/twilio`, `TELEGRAM_API_BASE={url}/telegram` and
-//! `RESEND_API_BASE={url}/resend`. Refused when `APP_ENV=production`, like `DEMO_MODE`: a
+//! `TWILIO_API_BASE={url}/twilio`, `TELEGRAM_API_BASE={url}/telegram`,
+//! `RESEND_API_BASE={url}/resend` (system mail too, with `MAIL_RESEND_API_KEY`), and the
+//! `ALERT_*` sinks as `alerts.rs` says. Refused when `APP_ENV=production`, like `DEMO_MODE`: a
 //! production pod must never be wired to fakes, and this process holds no real secrets.
 
 mod agent;
+mod alerts;
 mod providers;
 mod record;
 mod simulator;
@@ -53,6 +57,15 @@ pub struct DemoArgs {
     /// The demo org's connections and secrets, as `switchboard admin seed-demo` prints them.
     #[arg(long, env = "DEMO_SEED_FILE", default_value = ".dev/seed.json")]
     seed: PathBuf,
+    /// The Standard Webhooks secret (`whsec_…`) the fake alert webhook verifies with: the
+    /// pods' `ALERT_WEBHOOK_SECRET`.
+    #[arg(
+        long,
+        env = "DEMO_ALERT_WEBHOOK_SECRET",
+        default_value = alerts::DEFAULT_WEBHOOK_SECRET,
+        hide_env_values = true
+    )]
+    alert_webhook_secret: String,
 }
 
 /// Why the seed file (the demo org's connections) cannot be used.
@@ -80,6 +93,8 @@ pub(crate) struct Demo {
     switchboard: Url,
     pods: Arc<Vec<Url>>,
     seed: Arc<PathBuf>,
+    /// What `POST /alerts/webhook` verifies signatures with.
+    alert_secret: Arc<str>,
 }
 
 impl Demo {
@@ -112,6 +127,7 @@ pub async fn run(config: &Config, args: DemoArgs) -> anyhow::Result<()> {
         switchboard: args.switchboard_url,
         pods: Arc::new(args.pod_urls),
         seed: Arc::new(args.seed),
+        alert_secret: Arc::from(args.alert_webhook_secret),
     };
     let addr = SocketAddr::new(args.bind, args.port);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -138,6 +154,8 @@ fn router(demo: Demo) -> Router {
         .route("/simulator/send", post(simulator::send))
         .route("/api/calls", get(calls).delete(clear))
         .route("/api/faults", post(set_fault))
+        .route("/agent", get(agent::probe))
+        .route("/agent/", get(agent::probe))
         .route("/agent/v1/chat", post(agent::chat))
         .route("/slack/api/chat.postMessage", post(providers::slack))
         .route(
@@ -150,6 +168,9 @@ fn router(demo: Demo) -> Router {
             "/resend/emails/receiving/{id}",
             get(providers::resend_received),
         )
+        .route("/alerts/slack", post(alerts::slack))
+        .route("/alerts/pagerduty/v2/enqueue", post(alerts::pagerduty))
+        .route("/alerts/webhook", post(alerts::webhook))
         .route("/health", get(|| async { "ok" }))
         .with_state(demo)
 }

@@ -32,6 +32,7 @@ fn record(
         replayed: false,
         status: fault.unwrap_or(200),
         body,
+        alert: None,
     });
     fault
 }
@@ -163,6 +164,7 @@ pub(super) async fn resend_send(
         replayed,
         status: fault.unwrap_or(200),
         body,
+        alert: None,
     });
     if let Some(status) = fault {
         return failure(
@@ -191,6 +193,7 @@ pub(super) async fn resend_received(
         replayed: false,
         status: if text.is_some() { 200 } else { 404 },
         body: Value::Null,
+        alert: None,
     });
     match text {
         Some(text) => Json(json!({"object": "email", "id": email_id, "text": text, "html": null}))

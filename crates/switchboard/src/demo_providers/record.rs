@@ -18,7 +18,8 @@ pub struct Call {
     pub seq: u64,
     /// When it arrived.
     pub at: DateTime<Utc>,
-    /// `slack`, `whatsapp`, `telegram`, `email`, `agent` or `email-fetch`.
+    /// `slack`, `whatsapp`, `telegram`, `email`, `agent`, `email-fetch`, or an alert sink:
+    /// `alert-slack`, `alert-pagerduty`, `alert-webhook`.
     pub kind: String,
     /// The request path.
     pub path: String,
@@ -34,12 +35,50 @@ pub struct Call {
     pub status: u16,
     /// The request body as JSON (a form becomes an object); credentials are not kept.
     pub body: Value,
+    /// What an alert sink was told, read out of the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alert: Option<AlertSeen>,
+}
+
+/// An incident change as an alert sink received it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertSeen {
+    /// `trigger` or `resolve` (PagerDuty also knows `acknowledge`).
+    pub action: String,
+    /// The alert kind (`agent_failing`, …), when the request says.
+    pub kind: Option<String>,
+    /// `info`, `warning` or `critical`, when the request says (a resolve often does not).
+    pub severity: Option<String>,
+    /// Which instance (`agent`, an org id, a job name).
+    pub scope: Option<String>,
+    /// The incident's one line.
+    pub summary: Option<String>,
+}
+
+impl AlertSeen {
+    /// `trigger agent_failing (agent): …`, the call's `text`.
+    pub fn line(&self) -> String {
+        let mut line = self.action.clone();
+        if let Some(kind) = &self.kind {
+            line.push(' ');
+            line.push_str(kind);
+        }
+        if let Some(scope) = &self.scope {
+            line.push_str(&format!(" ({scope})"));
+        }
+        if let Some(summary) = &self.summary {
+            line.push_str(": ");
+            line.push_str(summary);
+        }
+        line
+    }
 }
 
 /// A fault to inject: answer `status` to the next `count` calls of `kind` (all, if absent).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Fault {
-    /// Which fake: `slack`, `whatsapp`, `telegram`, `email` or `agent`.
+    /// Which fake: `slack`, `whatsapp`, `telegram`, `email`, `agent` (its chats and its
+    /// health probe), `alert-slack`, `alert-pagerduty` or `alert-webhook`.
     pub kind: String,
     /// The HTTP status to answer with (e.g. 503, or 400 for a permanent refusal).
     pub status: u16,
@@ -57,6 +96,9 @@ struct Inner {
     inbound_emails: HashMap<String, String>,
     /// Resend `Idempotency-Key` → the email id first answered.
     resend_keys: HashMap<String, String>,
+    /// PagerDuty `dedup_key` → what its trigger said, to show a resolve (which says only
+    /// the key).
+    pagerduty_triggers: HashMap<String, AlertSeen>,
 }
 
 /// The shared record; cheap to lock, never held across an await.
@@ -151,5 +193,29 @@ impl Recorder {
                 (fresh_id, false)
             }
         }
+    }
+
+    /// The status a fault of `kind` answers while it holds, without using it up: the
+    /// agent's health probe reads it, so a counted fault stays the chats'.
+    pub fn fault_status(&self, kind: &str) -> Option<u16> {
+        let inner = self.lock();
+        let fault = inner.faults.get(kind)?;
+        (fault.count != Some(0)).then_some(fault.status)
+    }
+
+    /// Keeps what a PagerDuty trigger said, for its resolve.
+    pub fn keep_pagerduty_trigger(&self, dedup_key: &str, alert: &AlertSeen) {
+        let mut inner = self.lock();
+        if inner.pagerduty_triggers.len() >= KEEP {
+            inner.pagerduty_triggers.clear();
+        }
+        inner
+            .pagerduty_triggers
+            .insert(dedup_key.to_owned(), alert.clone());
+    }
+
+    /// What the trigger with this `dedup_key` said.
+    pub fn pagerduty_trigger(&self, dedup_key: &str) -> Option<AlertSeen> {
+        self.lock().pagerduty_triggers.get(dedup_key).cloned()
     }
 }

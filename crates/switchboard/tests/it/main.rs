@@ -6,6 +6,7 @@ mod admin;
 mod invariants;
 mod kill;
 mod outbound_kill;
+mod reencrypt;
 mod release_kill;
 mod scheduler_kill;
 mod shutdown;

@@ -1,8 +1,9 @@
 // The customer simulator page: sends messages through `POST /simulator/send` and polls
-// `GET /api/calls` for what the fake providers received.
+// `GET /api/calls` for what the fake providers and the fake alert sinks received.
 
 const $ = (id) => document.getElementById(id);
 const LABELS = { slack: "Slack", whatsapp: "WhatsApp", telegram: "Telegram", email: "Email" };
+const SINKS = { "alert-slack": "Slack", "alert-pagerduty": "PagerDuty", "alert-webhook": "Webhook" };
 const calls = [];
 let after = 0;
 
@@ -54,13 +55,53 @@ function draw() {
   );
 }
 
+// What the three alert sinks received, newest first: time, sink, trigger/resolve, kind, summary.
+function drawAlerts() {
+  const mine = calls.filter((c) => c.kind in SINKS).slice(-100).reverse();
+  if (!mine.length) {
+    $("alerts").replaceChildren(el("p", { class: "empty" }, "No alert yet."));
+    return;
+  }
+  const header = el("tr", {}, ...["Time", "Sink", "Event", "Kind", "Summary"].map((t) => el("th", { scope: "col" }, t)));
+  const rows = mine.map((c) => {
+    const a = c.alert ?? {};
+    const answered = c.status >= 400 ? ` (answered ${c.status})` : "";
+    return el(
+      "tr",
+      { class: `${a.action ?? ""} ${c.status >= 400 ? "failed" : ""}`, "data-seq": String(c.seq), "data-sink": c.kind },
+      el("td", {}, new Date(c.at).toLocaleTimeString()),
+      el("td", {}, SINKS[c.kind]),
+      el("td", { class: "action" }, `${a.action ?? "refused"}${answered}`),
+      el(
+        "td",
+        {},
+        a.kind ?? "?",
+        a.scope ? el("span", { class: "meta" }, `${a.scope}${a.severity ? ` · ${a.severity}` : ""}`) : "",
+      ),
+      el("td", {}, a.summary ?? c.text ?? ""),
+    );
+  });
+  $("alerts").replaceChildren(
+    el(
+      "table",
+      {},
+      el("caption", {}, `${mine.length} alert call${mine.length === 1 ? "" : "s"}, newest first`),
+      el("thead", {}, header),
+      el("tbody", {}, ...rows),
+    ),
+  );
+}
+
 async function poll() {
   try {
     const page = await (await fetch(`/api/calls?after=${after}`)).json();
     if (page.latest < after) calls.length = 0; // the demo process restarted
     for (const c of page.calls) calls.push(c);
     after = page.latest;
-    if (page.calls.length) draw();
+    if (page.calls.length) {
+      draw();
+      drawAlerts();
+    }
   } catch {
     // The demo process is restarting; try again.
   }
@@ -88,6 +129,8 @@ $("send").addEventListener("submit", async (event) => {
   }
 });
 
+for (const node of document.querySelectorAll(".demo-url")) node.textContent = location.origin;
 draw();
+drawAlerts();
 loadConfig();
 poll();
