@@ -136,6 +136,9 @@ impl RedisCluster {
             // The bus port defaults to port + 10000, which nobody checked is free.
             .args(["--cluster-port", &bus.to_string()])
             .args(["--save", "", "--appendonly", "no"])
+            // A master otherwise waits 5 s for more replicas before it streams the first sync
+            // to one (diskless replication's default): every cluster with replicas paid it.
+            .args(["--repl-diskless-sync-delay", "0"])
             .arg("--dir")
             .arg(&node_dir)
             .stdout(Stdio::null())

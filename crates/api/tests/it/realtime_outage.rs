@@ -3,6 +3,11 @@
 //! sockets from the event log fairly across orgs (an org with more than 500 waiting events
 //! does not starve the others), and once Redis returns the relay publishes what waited from
 //! each org's mark on, in order, and rests again within 5 s. The test owns its Redis server.
+//!
+//! Measured on two pods while one org gets 700 events and two others 43 each in 5 s
+//! without Redis: 118–153 Postgres commits per window, against 203–274 for the same events
+//! with Redis (10 s windows gave 185–338 and 211–275); every org is published within about
+//! 1–3 s of Redis returning.
 
 use futures::StreamExt;
 use serde_json::json;
@@ -16,8 +21,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-/// How long Redis stays away, and the length of each measured window.
-const OUTAGE: Duration = Duration::from_secs(10);
+/// How long Redis stays away, and the length of each measured window: the workload's burst
+/// and its three later rounds, and seconds of the relay's retries (every second at most).
+const OUTAGE: Duration = Duration::from_secs(5);
+/// How soon after Redis returns everything that waited is published and the relay rests.
+const RECOVERY: Duration = Duration::from_secs(5);
 /// Events the big org gets during the outage: more than any one read of the old fallback.
 const BIG: usize = 700;
 /// Events each small org gets at the start of the outage.
@@ -168,7 +176,7 @@ async fn wait_healthy(pods: [&TestPod; 2]) {
 }
 
 /// One window's events: at `start` a burst (the first org gets [`BIG`], the others
-/// [`SMALL`] each), then one event per org every 2 s, from both pods.
+/// [`SMALL`] each), then one event per org every second for three seconds, from both pods.
 async fn workload(
     pods: [&TestPod; 2],
     orgs: &[Uuid],
@@ -181,7 +189,7 @@ async fn workload(
         *emitted.entry(*org).or_default() += n;
     }
     for round in 1..=3 {
-        tokio::time::sleep_until(start + Duration::from_secs(2 * round)).await;
+        tokio::time::sleep_until(start + Duration::from_secs(round)).await;
         for org in orgs {
             emit_many(pods, *org, 1);
             *emitted.entry(*org).or_default() += 1;
@@ -253,6 +261,7 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
     workload(pods, &ids, &mut emitted, down).await;
     // Every pod serves its own sockets from the log, every org (not only the big one).
     all_seen(&mut watches, &emitted, down + OUTAGE, "during the outage").await;
+    let served = down.elapsed();
     tokio::time::sleep_until(down + OUTAGE).await;
     let outage = commits.now().await - before;
     let waiting = "SELECT count(*) FROM org_event_seq WHERE published_seq < seq";
@@ -271,9 +280,7 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
             .collect();
     pool.close().await;
 
-    // Redis returns: what waited is published, in order, to every pod, within 5 s. (The
-    // listener subscribes a few milliseconds after Redis answers; no relay has asked it by
-    // then.) The big org also gets new events at once, which its first publishing cycles
+    // Redis returns: what waited is published, in order, to every pod, within 5 s. The big org also gets new events at once, which its first publishing cycles
     // number behind left-overs they cannot read all at once: those must wait their turn.
     redis.restart().await;
     let back = Instant::now();
@@ -281,7 +288,7 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
     let at_return = commits.now().await;
     emit_many(pods, big, 5);
     *emitted.get_mut(&big).unwrap() += 5;
-    let left = (back + Duration::from_secs(5)).saturating_duration_since(Instant::now());
+    let left = (back + RECOVERY).saturating_duration_since(Instant::now());
     let waiting = settled(left, || db.count(unpublished), |n| *n == 0).await;
     let published_after = back.elapsed();
     assert!(
@@ -289,24 +296,27 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
         "published_seq reached seq for every org within 5 s"
     );
     wait_healthy(pods).await;
-    tokio::time::sleep_until(back + Duration::from_secs(5)).await;
+    tokio::time::sleep_until(back + RECOVERY).await;
     let recovering = commits.now().await - at_return;
     let after = commits.over(OUTAGE).await;
 
     println!(
         "commits over {OUTAGE:?}: at rest {rest}, during the outage {outage}, first 5 s after \
-         Redis returned {recovering}, the {OUTAGE:?} after that {after}; every org published \
-         {published_after:?} after Redis returned"
+         Redis returned {recovering}, the {OUTAGE:?} after that {after}; every socket had every \
+         event {served:?} after Redis left; every org published {published_after:?} after Redis \
+         returned"
     );
     assert!(
         outage <= 3 * rest + SLACK,
         "the relay rests during the outage: {outage} commits vs {rest} at rest"
     );
     // The relay publishes what waited and rests again without waiting for the watchdog (a
-    // relay that spun until the watchdog resubscribed made thousands of commits here).
+    // relay that spun until the watchdog resubscribed made thousands of commits here): at
+    // most three times the rate at rest.
+    let rest_over_recovery = rest * RECOVERY.as_millis() as i64 / OUTAGE.as_millis() as i64;
     assert!(
-        recovering <= 3 * rest / 2 + SLACK,
-        "the first 5 s after Redis returned: {recovering} commits vs {rest} in 10 s at rest"
+        recovering <= 3 * rest_over_recovery + SLACK,
+        "the first 5 s after Redis returned: {recovering} commits vs {rest} in {OUTAGE:?} at rest"
     );
     // No events in this window: at rest it stays below the window at rest with events,
     // give or take a scheduled job.
@@ -323,11 +333,16 @@ async fn realtime_relay_rests_during_a_redis_outage_and_every_socket_gets_every_
             seqs.push(seq);
         }
     }
+    // The listener subscribes once Redis answers, as the relays reconnect: on a loaded box
+    // a relay can publish the first numbers before it listens. What it saw must be the
+    // tail of what waited, in order, with none skipped, and hold at least the big org's
+    // five emitted after it listened (every socket's copy of every number is checked
+    // below).
     for (org, _) in &orgs {
         let want: Vec<i64> = (marks[org] + 1..=emitted[org] as i64).collect();
         let got = on_wire.remove(org).unwrap_or_default();
         assert!(
-            got == want,
+            want.ends_with(&got) && (*org != big || got.len() >= 5),
             "{org}: published from {} on, in order: got {} events, first {:?}",
             marks[org] + 1,
             got.len(),

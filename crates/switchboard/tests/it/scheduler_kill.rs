@@ -30,13 +30,10 @@ async fn start(db: &TestDb, prefix: &str, pod: &str, hang: bool) -> Child {
 async fn the_slot_of_a_pod_killed_mid_run_is_retried_once_by_another_pod() {
     let db = TestDb::fresh().await;
     let prefix = random_prefix();
-    let (mut a, mut b, mut c) = tokio::join!(
-        start(&db, &prefix, "pod-a", true),
-        start(&db, &prefix, "pod-b", false),
-        start(&db, &prefix, "pod-c", false),
-    );
+    // Pod A starts alone, so the first slot is its own (with three pods racing it could take
+    // any number of slots); its run hangs there, holding (and renewing) its lease.
+    let mut a = start(&db, &prefix, "pod-a", true).await;
     let pool = db.pool().await;
-    // Wait until pod A wins a slot: its run hangs there, holding (and renewing) its lease.
     let held = || async {
         sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
             "SELECT slot FROM cron_runs WHERE job = $1 AND pod_id LIKE 'pod-a-%' AND status = 'running'",
@@ -57,7 +54,8 @@ async fn the_slot_of_a_pod_killed_mid_run_is_retried_once_by_another_pod() {
         .unwrap();
         panic!("pod A never held a running slot; runs: {runs:?}");
     };
-    // Its lease is renewed while it hangs: the run is alive and nobody takes it over.
+    // Its lease is renewed while it hangs: the run is alive and nobody takes it over, not
+    // even pods B and C, which start meanwhile and run the later slots.
     let lease = || async {
         let lease =
             "SELECT lease_until, status, attempt FROM cron_runs WHERE job = $1 AND slot = $2";
@@ -71,7 +69,11 @@ async fn the_slot_of_a_pod_killed_mid_run_is_retried_once_by_another_pod() {
         row.0
     };
     let first = lease().await;
-    let renewed = settled(Duration::from_secs(10), lease, |until| *until > first).await;
+    let (mut b, mut c, renewed) = tokio::join!(
+        start(&db, &prefix, "pod-b", false),
+        start(&db, &prefix, "pod-c", false),
+        settled(Duration::from_secs(10), lease, |until| *until > first),
+    );
     assert!(renewed > first, "the lease was never renewed");
 
     sigkill(&mut a);

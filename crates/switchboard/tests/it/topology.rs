@@ -133,6 +133,9 @@ async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_a_
         vars.insert("INBOX_GRACE_SECS".into(), "2".into());
         vars.insert("INBOX_LEASE_SECS".into(), "3".into());
         vars.insert("INBOX_SWEEP_INTERVAL_MS".into(), "1000".into());
+        // What failed while Postgres restarted is retried within seconds too, not after the
+        // default 30 s (which the 30 s wait for every event to be processed barely covered).
+        vars.insert("INBOX_RETRY_BASE_SECS".into(), "1".into());
         vars.insert("DRAIN_DELAY_MS".into(), "300".into());
         vars
     };
