@@ -78,6 +78,21 @@ pub fn verify_signature(
 }
 
 impl Channel for Email {
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["webhook_secret", "api_key", "from_address"]
+    }
+
+    fn inbound_secret_field(&self) -> &'static str {
+        "webhook_secret"
+    }
+
+    fn check_secrets(
+        &self,
+        secrets: &serde_json::Map<String, Value>,
+    ) -> Result<(), crate::SecretsError> {
+        check_secrets(secrets)
+    }
+
     fn verify(&self, secrets: &Value, req: &InboundRequest<'_>) -> Result<(), InboundError> {
         let key = secret(secrets, "webhook_secret")?;
         let (Some(id), Some(ts), Some(sig)) = (

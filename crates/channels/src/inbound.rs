@@ -96,13 +96,24 @@ pub enum InboundError {
 /// One provider's inbound rules. Split in two so verification always runs on the raw body
 /// before any parsing touches it.
 pub trait Channel: Sync {
+    /// The secret fields a connection must carry (SPEC §9), all non-empty strings.
+    fn secret_fields(&self) -> &'static [&'static str];
+    /// The one secret field that verifies webhooks (the others call the provider).
+    fn inbound_secret_field(&self) -> &'static str;
+    /// Refuses secrets that are present but can never work (names fields, never values).
+    fn check_secrets(
+        &self,
+        _secrets: &serde_json::Map<String, Value>,
+    ) -> Result<(), crate::SecretsError> {
+        Ok(())
+    }
     /// Authenticates the raw request against the connection's secrets, in constant time.
     fn verify(&self, secrets: &Value, req: &InboundRequest<'_>) -> Result<(), InboundError>;
     /// Turns an already verified request into a [`Verified`] outcome.
     fn parse(&self, req: &InboundRequest<'_>) -> Result<Verified, InboundError>;
 }
 
-/// The single place that maps a channel kind to its implementation.
+/// The single place that maps a channel kind to its inbound rules and secrets.
 pub fn channel(kind: ChannelKind) -> &'static dyn Channel {
     match kind {
         ChannelKind::Slack => &Slack,

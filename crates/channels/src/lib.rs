@@ -28,12 +28,7 @@ use switchboard_domain::ChannelKind;
 
 /// The secret fields each channel's connection must carry (SPEC §9), all non-empty strings.
 pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {
-    match channel {
-        ChannelKind::Slack => &["signing_secret", "bot_token"],
-        ChannelKind::Whatsapp => &["account_sid", "auth_token", "from_number"],
-        ChannelKind::Telegram => &["bot_token", "secret_token"],
-        ChannelKind::Email => &["webhook_secret", "api_key", "from_address"],
-    }
+    inbound::channel(channel).secret_fields()
 }
 
 /// The one secret field that verifies the channel's webhooks. When it is replaced, the old
@@ -41,12 +36,7 @@ pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {
 /// [`inbound::InboundSecrets`]), because the provider may still sign with it; every other
 /// field is used to call the provider and switches at once.
 pub fn inbound_secret_field(channel: ChannelKind) -> &'static str {
-    match channel {
-        ChannelKind::Slack => "signing_secret",
-        ChannelKind::Whatsapp => "auth_token",
-        ChannelKind::Telegram => "secret_token",
-        ChannelKind::Email => "webhook_secret",
-    }
+    inbound::channel(channel).inbound_secret_field()
 }
 
 /// Why a connection's `secrets` cannot be stored. Each names fields, never values.
@@ -119,11 +109,7 @@ pub fn validate_secrets(channel: ChannelKind, secrets: &Value) -> Result<(), Sec
         });
     }
     // Secrets that are present but can never work are refused now, not at every webhook.
-    match channel {
-        ChannelKind::Telegram => telegram::check_secrets(object),
-        ChannelKind::Email => email::check_secrets(object),
-        ChannelKind::Slack | ChannelKind::Whatsapp => Ok(()),
-    }
+    inbound::channel(channel).check_secrets(object)
 }
 
 /// Installs the process's rustls crypto provider (ring) if none is: reqwest is built

@@ -36,6 +36,14 @@ pub fn verify_signature(
 }
 
 impl Channel for Slack {
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["signing_secret", "bot_token"]
+    }
+
+    fn inbound_secret_field(&self) -> &'static str {
+        "signing_secret"
+    }
+
     fn verify(&self, secrets: &Value, req: &InboundRequest<'_>) -> Result<(), InboundError> {
         let signing_secret = secret(secrets, "signing_secret")?;
         let (Some(timestamp), Some(signature)) = (

@@ -35,6 +35,21 @@ pub(crate) fn check_secrets(
 }
 
 impl Channel for Telegram {
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["bot_token", "secret_token"]
+    }
+
+    fn inbound_secret_field(&self) -> &'static str {
+        "secret_token"
+    }
+
+    fn check_secrets(
+        &self,
+        secrets: &serde_json::Map<String, Value>,
+    ) -> Result<(), crate::SecretsError> {
+        check_secrets(secrets)
+    }
+
     /// Telegram does not sign bodies; it echoes the `secret_token` given to `setWebhook`.
     /// The comparison is constant time (it leaks only the length).
     fn verify(&self, secrets: &Value, req: &InboundRequest<'_>) -> Result<(), InboundError> {

@@ -53,6 +53,14 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 impl Channel for Twilio {
+    fn secret_fields(&self) -> &'static [&'static str] {
+        &["account_sid", "auth_token", "from_number"]
+    }
+
+    fn inbound_secret_field(&self) -> &'static str {
+        "auth_token"
+    }
+
     /// After the signature, an `AccountSid` that differs from the connection's is refused
     /// as `BadSignature`: the request is authentic for some account, but not for this
     /// connection, and answering 401 keeps a misrouted webhook from entering the wrong inbox.
