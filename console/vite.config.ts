@@ -9,10 +9,12 @@ const proxied = [
   "/auth",
   "/expert-queue",
   "/conversations",
+  "/customers",
   "/events",
   "/channel-connections",
   "/dead-letters",
   "/inbound-events",
+  "/reports",
   "/health",
   "/openapi.json",
 ];

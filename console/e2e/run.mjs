@@ -31,6 +31,10 @@ import {
   timings,
   waitFor,
 } from "./lib.mjs";
+import { presenceTests } from "./presence.mjs";
+import { teamNotesTests } from "./team-notes.mjs";
+import { membersTests } from "./members.mjs";
+import { reportsTests } from "./reports.mjs";
 
 const LOAD_ITEMS = Number(process.env.SB_LOAD_ITEMS ?? 5000);
 const nonce = () => Math.random().toString(36).slice(2, 8);
@@ -553,6 +557,8 @@ test("admin screens: a failed reply in dead letters and its retry; connections; 
   pages.delete("admin@lb");
 });
 
+presenceTests({ newPage, logIn, scan, row, nonce, pages });
+
 test("screenshots of the queue and of a conversation", async () => {
   // A few more customers, one of them with a failing agent (a flagged fallback draft).
   tag.more = nonce();
@@ -634,6 +640,8 @@ test(`${LOAD_ITEMS} items: the first screen is quick, only visible rows are rend
   pages.delete("load-expert@lb");
 });
 
+teamNotesTests({ newPage, logIn, scan, row, nonce, pages });
+
 test("kill the pod the console is connected to: it shows the loss, reconnects through the LB and catches up", async () => {
   for (const [label, page] of pages) {
     if (page === page2) continue;
@@ -676,6 +684,9 @@ test("kill the pod the console is connected to: it shows the loss, reconnects th
   await startPod(on);
   await waitFor(`pod-${on} back`, async () => (await fetch(`${POD[on]}/ready`).catch(() => ({ ok: false }))).ok, { timeout: 60_000 });
 });
+
+membersTests({ newPage, scan, closePage: async (label) => { await pages.get(label)?.context().close(); pages.delete(label); } });
+reportsTests({ newPage, logIn, scan, nonce, closePage: async (label) => { await pages.get(label)?.context().close(); pages.delete(label); } });
 
 test("axe-core: no serious or critical accessibility violations; no script errors or CSP violations", async () => {
   await scan(page2, "queue and conversation (second console)");

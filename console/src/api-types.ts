@@ -84,6 +84,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/auth/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["auth_change_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/password-reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["auth_request_password_reset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/password-reset/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["auth_confirm_password_reset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/channel-connections": {
         parameters: {
             query?: never;
@@ -146,6 +194,39 @@ export interface paths {
             cookie?: never;
         };
         get: operations["conversations_show"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/conversations/{id}/notes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["conversations_list_notes"];
+        put?: never;
+        /** @description Adds an internal note: seen by the org's experts (live, `note_added`), never sent to the customer nor given to the agent (audited) */
+        post: operations["conversations_add_note"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customers/{id}/conversations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["conversations_conversations"];
         put?: never;
         post?: never;
         delete?: never;
@@ -440,6 +521,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/invitations/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["auth_accept_invitation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/invitations/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["auth_preview_invitation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -472,6 +585,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{org_id}/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["orgs_list_invitations"];
+        put?: never;
+        post: operations["orgs_invite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{org_id}/invitations/{invitation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["orgs_revoke_invitation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{org_id}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["orgs_list_members"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{org_id}/members/{user_id}": {
         parameters: {
             query?: never;
@@ -485,7 +646,71 @@ export interface paths {
         delete: operations["orgs_remove"];
         options?: never;
         head?: never;
+        patch: operations["orgs_change_role"];
+        trace?: never;
+    };
+    "/orgs/{org_id}/members/{user_id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["orgs_deactivate_member"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/orgs/{org_id}/members/{user_id}/reactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["orgs_reactivate_member"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{org_id}/saved-replies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["saved_replies_list"];
+        put?: never;
+        post: operations["saved_replies_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{org_id}/saved-replies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["saved_replies_remove"];
+        options?: never;
+        head?: never;
+        patch: operations["saved_replies_update"];
         trace?: never;
     };
     "/orgs/{org_id}/settings": {
@@ -537,6 +762,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/reports/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description An org's activity per day: messages per channel, time to first reply, SLA met, what replies were made of, and releases per expert */
+        get: operations["reports_metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhooks/{channel}/{connection_id}": {
         parameters: {
             query?: never;
@@ -557,6 +799,18 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        AcceptRequest: {
+            /** @description A new user's name (ignored for an existing account). */
+            display_name?: string | null;
+            /** @description A new user's password; for an address with an account, its current password. */
+            password: string;
+            token: string;
+        };
+        Accepted: components["schemas"]["LoginResponse"] & {
+            /** Format: uuid */
+            org_id: string;
+            role: components["schemas"]["Role"];
+        };
         /** @description What an action answers (and what its Idempotency-Key replays). */
         ActionAnswer: {
             item: components["schemas"]["ItemView"];
@@ -653,6 +907,20 @@ export interface components {
         };
         /** @enum {string} */
         Author: "customer" | "agent" | "expert";
+        ChangePassword: {
+            current_password: string;
+            new_password: string;
+        };
+        /** @description Messages of one channel on one day. */
+        ChannelDay: {
+            channel: string;
+            /** Format: date */
+            day: string;
+            /** Format: int64 */
+            inbound: number;
+            /** Format: int64 */
+            outbound: number;
+        };
         /**
          * @description The messaging channels Switchboard speaks (`channel_kind` in the schema).
          * @enum {string}
@@ -746,6 +1014,16 @@ export interface components {
             secret_fields: components["schemas"]["SecretField"][];
             webhook_url: string;
         };
+        /** @description The customer record. */
+        ContextCustomer: {
+            channel: components["schemas"]["ChannelKind"];
+            display_name?: string | null;
+            external_id: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            org_id: string;
+        };
         ConversationPage: {
             items: components["schemas"]["ConversationView"][];
             next_cursor?: string | null;
@@ -765,6 +1043,9 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        CreateNote: {
+            body: string;
+        };
         CreateRequest: {
             channel: string;
             name: string;
@@ -772,6 +1053,10 @@ export interface components {
             org_id: string;
             secrets: unknown;
             settings?: unknown;
+        };
+        CreateSavedReply: {
+            body: string;
+            name: string;
         };
         /** @description A queue item's state as a conflict reports it. */
         CurrentState: {
@@ -787,6 +1072,36 @@ export interface components {
              * @description The version.
              */
             version: number;
+        };
+        /** @description One of the customer's conversations. */
+        CustomerConversation: {
+            channel: components["schemas"]["ChannelKind"];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the newest message was written; absent for a conversation without messages.
+             */
+            last_message_at?: string | null;
+            /**
+             * @description How it stands: the live queue item's status (`pending`, `claimed`,
+             *     `awaiting_client`, `snoozed`), or `resolved` when no item is live.
+             */
+            outcome: string;
+            /** Format: uuid */
+            queue_item_id?: string | null;
+            /** @description `open` or `closed`. */
+            status: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        CustomerConversationPage: {
+            customer: components["schemas"]["ContextCustomer"];
+            /** @description Newest activity first. */
+            items: components["schemas"]["CustomerConversation"][];
+            next_cursor?: string | null;
         };
         /** @description Who the conversation is with. */
         CustomerView: {
@@ -938,6 +1253,31 @@ export interface components {
              */
             truncated: boolean;
         };
+        /** @description One expert's releases over the range. */
+        ExpertReleases: {
+            display_name?: string | null;
+            email?: string | null;
+            /** Format: int64 */
+            releases: number;
+            /** Format: uuid */
+            user_id?: string | null;
+        };
+        /** @description Time from each customer message of a day to the first reply after it. */
+        FirstReplyDay: {
+            /**
+             * Format: int64
+             * @description Customer messages a reply has followed (the percentiles are over these).
+             */
+            answered: number;
+            /** Format: int64 */
+            customer_messages: number;
+            /** Format: date */
+            day: string;
+            /** Format: double */
+            p50_secs?: number | null;
+            /** Format: double */
+            p90_secs?: number | null;
+        };
         InboundEventPage: {
             /** @description Newest first. */
             items: components["schemas"]["EventView"][];
@@ -945,6 +1285,63 @@ export interface components {
         };
         /** @enum {string} */
         InboundStatus: "pending" | "processing" | "processed" | "parked";
+        /** @description An invitation as admins see it (never the token). */
+        Invitation: {
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            created_at: string;
+            /** @description The address invited. */
+            email: string;
+            /**
+             * Format: date-time
+             * @description The link stops working then.
+             */
+            expires_at: string;
+            /**
+             * Format: uuid
+             * @description Primary key.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The admin who invited.
+             */
+            invited_by?: string | null;
+            /**
+             * Format: uuid
+             * @description The org.
+             */
+            org_id: string;
+            /** @description The role the invitee gets. */
+            role: components["schemas"]["Role"];
+        };
+        InvitationList: {
+            invitations: components["schemas"]["Invitation"][];
+        };
+        InvitationPreview: {
+            email: string;
+            /** @description The address has an account already: accepting asks for its current password. */
+            existing_account: boolean;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: uuid */
+            org_id: string;
+            org_name: string;
+            role: components["schemas"]["Role"];
+        };
+        InviteRequest: {
+            email: string;
+            /** @description `admin` or `expert`. */
+            role: components["schemas"]["Role"];
+        };
+        Invited: {
+            invitation: components["schemas"]["Invitation"];
+            /** @description The link to give the invitee (shown once: only its hash is stored). */
+            link: string;
+            mail: components["schemas"]["MailOutcome"];
+        };
         ItemPage: {
             items: components["schemas"]["ItemView"][];
             next_cursor?: string | null;
@@ -992,9 +1389,17 @@ export interface components {
             token: string;
             user: components["schemas"]["User"];
         };
+        /**
+         * @description Whether the invitation mail went out.
+         * @enum {string}
+         */
+        MailOutcome: "sent" | "failed" | "not_configured";
         MeResponse: {
             orgs: components["schemas"]["Membership"][];
             user: components["schemas"]["User"];
+        };
+        MemberList: {
+            members: components["schemas"]["OrgMember"][];
         };
         /** @description One org membership. */
         Membership: {
@@ -1071,6 +1476,115 @@ export interface components {
             direction: string;
             /** Format: uuid */
             id: string;
+        };
+        /** @description An org's metrics over a range of days; days without activity are left out of each list. */
+        MetricsView: {
+            /** @description Most releases first. */
+            experts: components["schemas"]["ExpertReleases"][];
+            first_reply: components["schemas"]["FirstReplyDay"][];
+            /** Format: date */
+            from: string;
+            messages: components["schemas"]["ChannelDay"][];
+            /** Format: uuid */
+            org_id: string;
+            releases: components["schemas"]["ReleaseDay"][];
+            /**
+             * Format: int32
+             * @description The org's SLA now (past items keep the deadline they had).
+             */
+            sla_minutes: number;
+            /** @description The zone the days are cut in. */
+            time_zone: string;
+            /** Format: date */
+            to: string;
+        };
+        /**
+         * @description `note_added`: an internal note, whole, so other experts' consoles show it at once. Goes
+         *     to the org's console sockets only; no customer or agent path reads events.
+         */
+        NoteAdded: {
+            /** @description The author's email, when known. */
+            author_email?: string | null;
+            /**
+             * Format: uuid
+             * @description Who wrote it.
+             */
+            author_user_id?: string | null;
+            /** @description The text. */
+            body: string;
+            /**
+             * Format: uuid
+             * @description The conversation.
+             */
+            conversation_id: string;
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description The note.
+             */
+            id: string;
+        };
+        NoteList: {
+            /** @description Oldest first (the newest 500). */
+            items: components["schemas"]["NoteView"][];
+        };
+        /** @description A note as the console shows it. */
+        NoteView: {
+            author_email?: string | null;
+            /** Format: uuid */
+            author_user_id?: string | null;
+            body: string;
+            /** Format: uuid */
+            conversation_id: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+        };
+        /** @description One member of an org, as the Members page lists them. */
+        OrgMember: {
+            /** @description Whether an operator locked the user out of every org (`admin deactivate-user`). */
+            account_deactivated: boolean;
+            /**
+             * Format: date-time
+             * @description When they were deactivated in this org; `None` when active.
+             */
+            deactivated_at?: string | null;
+            /** @description Optional display name. */
+            display_name?: string | null;
+            /** @description Login address. */
+            email: string;
+            /**
+             * Format: date-time
+             * @description When they joined this org.
+             */
+            joined_at: string;
+            /** @description The role in this org. */
+            role: components["schemas"]["Role"];
+            /**
+             * Format: uuid
+             * @description The user.
+             */
+            user_id: string;
+        };
+        /** @description The `presence` event: everyone viewing the conversation now (each user once). */
+        PresenceEvent: {
+            /**
+             * Format: uuid
+             * @description The conversation.
+             */
+            conversation_id: string;
+            /**
+             * Format: int64
+             * @description Forget these viewers if no new `presence` for the conversation arrives within this.
+             */
+            ttl_secs: number;
+            /** @description Who has it open, by name; empty when nobody does any more. */
+            viewers: components["schemas"]["Viewer"][];
         };
         ProtectionView: {
             in_flight: number;
@@ -1163,9 +1677,45 @@ export interface components {
             data: components["schemas"]["ReportReady"] & components["schemas"]["EventEnvelope"];
             /** @enum {string} */
             event: "report_ready";
+        } | {
+            data: components["schemas"]["NoteAdded"] & components["schemas"]["EventEnvelope"];
+            /** @enum {string} */
+            event: "note_added";
         };
         ReleaseBody: {
             body?: string | null;
+        };
+        /** @description Replies released on one day. */
+        ReleaseDay: {
+            /** Format: date */
+            day: string;
+            /**
+             * Format: int64
+             * @description Sent as the draft, unchanged.
+             */
+            draft: number;
+            /**
+             * Format: int64
+             * @description The draft, edited.
+             */
+            edited: number;
+            /**
+             * Format: int64
+             * @description The expert's own text.
+             */
+            own: number;
+            /** Format: int64 */
+            releases: number;
+            /**
+             * Format: int64
+             * @description Releases of items with a deadline (the SLA share's denominator).
+             */
+            sla_known: number;
+            /**
+             * Format: int64
+             * @description Released at or before the item's `sla_due_at`.
+             */
+            sla_met: number;
         };
         ReplayResponse: {
             /** Format: uuid */
@@ -1233,6 +1783,13 @@ export interface components {
             /** @description The org's time zone the period was cut in. */
             time_zone: string;
         };
+        ResetConfirm: {
+            new_password: string;
+            token: string;
+        };
+        ResetRequest: {
+            email: string;
+        };
         RespondBody: {
             body?: string | null;
         };
@@ -1241,6 +1798,32 @@ export interface components {
          * @enum {string}
          */
         Role: "admin" | "expert";
+        RoleChange: {
+            /** @description `admin` or `expert`. */
+            role: components["schemas"]["Role"];
+        };
+        SavedReplyList: {
+            /** @description By name. */
+            items: components["schemas"]["SavedReplyView"][];
+            /** @description The placeholder names a body may use, as `{{name}}`. */
+            placeholders: string[];
+        };
+        /** @description A saved reply as the API shows it. */
+        SavedReplyView: {
+            /** @description The text with its placeholders, unfilled. */
+            body: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            created_by?: string | null;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
         /**
          * @description One of a connection's secret fields as the API shows it: the name and which values are
          *     active until when, never a value.
@@ -1265,6 +1848,11 @@ export interface components {
         SettingsUpdate: {
             /** @description An email address, or `null` to stop the notices. */
             account_manager_email?: string | null;
+            /**
+             * Format: int32
+             * @description 1 to 10080 (a week); applies to items that become pending from now on.
+             */
+            sla_minutes?: number | null;
             /** @description IANA time zone name. */
             time_zone?: string | null;
         };
@@ -1275,6 +1863,12 @@ export interface components {
             /** Format: uuid */
             id: string;
             name: string;
+            /**
+             * Format: int32
+             * @description Minutes an expert has to answer a customer message: a queue item is due this long
+             *     after the message that made it pending (`sla_due_at`).
+             */
+            sla_minutes: number;
             /** @description IANA time zone (e.g. `Europe/Berlin`) the org's daily and weekly reports follow. */
             time_zone: string;
         };
@@ -1311,6 +1905,13 @@ export interface components {
              */
             seq: number;
         };
+        TokenBody: {
+            token: string;
+        };
+        UpdateSavedReply: {
+            body?: string | null;
+            name?: string | null;
+        };
         /** @description A user as the application sees it (no hash). */
         User: {
             /** @description Optional display name. */
@@ -1322,6 +1923,16 @@ export interface components {
              * @description Primary key.
              */
             id: string;
+        };
+        /** @description One user viewing a conversation. */
+        Viewer: {
+            /** @description Their display name, else their email. */
+            name: string;
+            /**
+             * Format: uuid
+             * @description The user.
+             */
+            user_id: string;
         };
     };
     responses: never;
@@ -1522,6 +2133,164 @@ export interface operations {
             };
             /** @description Another org's resource, or the role is too low */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    auth_change_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangePassword"];
+            };
+        };
+        responses: {
+            /** @description Changed. Every other session of the user is ended (REST at once, sockets within seconds); the token returned carries on this one */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginResponse"];
+                };
+            };
+            /** @description No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `wrong_password`: the current password is not right */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The new password breaks the rules (at least 8 characters, at most 1024 bytes) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    auth_request_password_reset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResetRequest"];
+            };
+        };
+        responses: {
+            /** @description The same answer whether or not the address has an account: if it has, a link to `#/reset/<token>` is mailed, working once within an hour (at most `RATE_LIMIT_PASSWORD_RESET` mails per address) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not an email address */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many requests from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    auth_confirm_password_reset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResetConfirm"];
+            };
+        };
+        responses: {
+            /** @description The password is set and every session of the user ended; they log in with it */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `reset_not_found`: no such link */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `reset_used` (each link works once) or `reset_expired` (after an hour) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The new password breaks the rules */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many attempts from this address */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1901,6 +2670,190 @@ export interface operations {
                 };
             };
             /** @description Another org's resource, or the role is too low */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_list_notes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NoteList"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's conversation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_add_note: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The same key answers a retry with the first note */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateNote"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NoteView"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's conversation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Empty or longer than 4000 characters */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_conversations: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerConversationPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's customer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3102,6 +4055,133 @@ export interface operations {
             };
         };
     };
+    auth_accept_invitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AcceptRequest"];
+            };
+        };
+        responses: {
+            /** @description A member now, and logged in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description `unauthorized`: the address has an account and this is not its password; `user_deactivated` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invitation_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `already_member` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invitation_used`, `invitation_expired` or `invitation_revoked` */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The password breaks the rules, or the display name is too long */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    auth_preview_invitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TokenBody"];
+            };
+        };
+        responses: {
+            /** @description What the link invites to */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationPreview"];
+                };
+            };
+            /** @description `invitation_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invitation_used`, `invitation_expired` or `invitation_revoked` */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     operations_metrics_text: {
         parameters: {
             query?: never;
@@ -3138,6 +4218,192 @@ export interface operations {
                 };
                 content: {
                     "application/json": unknown;
+                };
+            };
+        };
+    };
+    orgs_list_invitations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending invitations (not accepted, revoked or expired), newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_invite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InviteRequest"];
+            };
+        };
+        responses: {
+            /** @description Invited; an open invitation for the same address is replaced. The link is mailed when system mail is configured and returned here either way */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invited"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `already_member`: the address is a member already */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an email address, or not a role */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_revoke_invitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+                invitation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked: its link no longer works */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such pending invitation */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_list_members: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The org's members, oldest first, with their role and status */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3181,6 +4447,428 @@ export interface operations {
             };
             /** @description Not a member */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `last_admin`: the org's last active admin cannot be removed */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_change_role: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RoleChange"];
+            };
+        };
+        responses: {
+            /** @description The member with their new role (in effect at their next request) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgMember"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `last_admin`: the org's last active admin cannot be demoted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a role */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_deactivate_member: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deactivated in this org: every token of the member is revoked and their sockets closed on every pod within seconds; they cannot log in unless they have another active membership */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgMember"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `last_admin`: the org's last active admin cannot be deactivated */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_reactivate_member: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Active again in this org; they log in again (tokens from before stay revoked) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgMember"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    saved_replies_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedReplyList"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a member of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    saved_replies_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSavedReply"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedReplyView"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The org has a saved reply of this name */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Empty or too long, or an unknown placeholder (named in `unknown_placeholders`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    saved_replies_remove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The org has no such saved reply */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    saved_replies_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSavedReply"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedReplyView"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of this org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The org has no such saved reply */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The org has another saved reply of this name */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing to change, empty or too long, or an unknown placeholder */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3278,7 +4966,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not a known time zone */
+            /** @description Not a known time zone, an implausible address or an SLA out of bounds */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3367,6 +5055,59 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reports_metrics: {
+        parameters: {
+            query: {
+                /** @description An org the caller administers. */
+                org_id: string;
+                /** @description First day (`YYYY-MM-DD`, in the org's time zone); six days before `to` when absent. */
+                from?: string;
+                /** @description Last day, included; today in the org's time zone when absent. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MetricsView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of the org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A malformed date, `from` after `to`, or more than 92 days */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -69,6 +69,12 @@ export const conversations = {
     api<Conversation>("GET", `/conversations/${id}${query(params)}`),
 };
 
+/** A customer's conversations, newest activity first, with how each stands. */
+export const customers = {
+  conversations: (id: string, params: QueryOf<"/customers/{id}/conversations">) =>
+    api<Schemas["CustomerConversationPage"]>("GET", `/customers/${id}/conversations${query(params)}`),
+};
+
 export const events = {
   /** The org's events after `after`, oldest first; see realtime.ts. */
   after: (orgId: string, after: number, limit: number) =>
@@ -98,4 +104,59 @@ export const inboundEvents = {
 export const alerts = {
   /** Incidents for an admin: the deployment-wide ones and those of the orgs they administer. */
   list: (params: QueryOf<"/alerts">) => api<Schemas["AlertList"]>("GET", `/alerts${query(params)}`),
+};
+
+/** An org's saved replies: experts list them, admins manage them. */
+export const savedReplies = {
+  list: (orgId: string) => api<Schemas["SavedReplyList"]>("GET", `/orgs/${orgId}/saved-replies`),
+  create: (orgId: string, body: Schemas["CreateSavedReply"]) =>
+    api<Schemas["SavedReplyView"]>("POST", `/orgs/${orgId}/saved-replies`, { body }),
+  update: (orgId: string, id: string, body: Schemas["UpdateSavedReply"]) =>
+    api<Schemas["SavedReplyView"]>("PATCH", `/orgs/${orgId}/saved-replies/${id}`, { body }),
+  remove: (orgId: string, id: string) => api<void>("DELETE", `/orgs/${orgId}/saved-replies/${id}`),
+};
+
+/** A conversation's internal notes (never sent to the customer). */
+export const notes = {
+  list: (conversationId: string) => api<Schemas["NoteList"]>("GET", `/conversations/${conversationId}/notes`),
+  /** `attempt` names one submission: a retry of it adds the note once. */
+  add: (conversationId: string, body: Schemas["CreateNote"], attempt: string) =>
+    act<Schemas["NoteView"]>(`/conversations/${conversationId}/notes`, attempt, body),
+};
+
+/** An org's members and invitations (admins), and the account pages anyone reaches. */
+export const members = {
+  list: (orgId: string) => api<Schemas["MemberList"]>("GET", `/orgs/${orgId}/members`),
+  setRole: (orgId: string, userId: string, body: Schemas["RoleChange"]) =>
+    api<Schemas["OrgMember"]>("PATCH", `/orgs/${orgId}/members/${userId}`, { body }),
+  deactivate: (orgId: string, userId: string) =>
+    api<Schemas["OrgMember"]>("POST", `/orgs/${orgId}/members/${userId}/deactivate`),
+  reactivate: (orgId: string, userId: string) =>
+    api<Schemas["OrgMember"]>("POST", `/orgs/${orgId}/members/${userId}/reactivate`),
+  remove: (orgId: string, userId: string) => api<void>("DELETE", `/orgs/${orgId}/members/${userId}`),
+  invitations: (orgId: string) => api<Schemas["InvitationList"]>("GET", `/orgs/${orgId}/invitations`),
+  invite: (orgId: string, body: Schemas["InviteRequest"]) =>
+    api<Schemas["Invited"]>("POST", `/orgs/${orgId}/invitations`, { body }),
+  revokeInvitation: (orgId: string, id: string) => api<void>("DELETE", `/orgs/${orgId}/invitations/${id}`),
+};
+
+export const account = {
+  previewInvitation: (body: Schemas["TokenBody"]) =>
+    api<Schemas["InvitationPreview"]>("POST", "/invitations/preview", { body }),
+  acceptInvitation: (body: Schemas["AcceptRequest"]) =>
+    api<Schemas["Accepted"]>("POST", "/invitations/accept", { body }),
+  changePassword: (body: Schemas["ChangePassword"]) =>
+    api<Schemas["LoginResponse"]>("POST", "/auth/password", { body }),
+  requestReset: (body: Schemas["ResetRequest"]) => api<void>("POST", "/auth/password-reset", { body }),
+  confirmReset: (body: Schemas["ResetConfirm"]) => api<void>("POST", "/auth/password-reset/confirm", { body }),
+};
+
+export const reports = {
+  /** What the scheduler wrote (daily, weekly, review), newest first. */
+  list: (params: QueryOf<"/reports">) => api<Schemas["ReportPage"]>("GET", `/reports${query(params)}`),
+  /** The reports page's numbers over a range of days (admins). */
+  metrics: (params: QueryOf<"/reports/metrics">) =>
+    api<Schemas["MetricsView"]>("GET", `/reports/metrics${query(params)}`),
+  updateSettings: (orgId: string, body: Schemas["SettingsUpdate"]) =>
+    api<Schemas["SettingsView"]>("PATCH", `/orgs/${orgId}/settings`, { body }),
 };

@@ -5,12 +5,18 @@ import "./styles.css";
 import { h, mount, typing } from "./dom";
 import { clock } from "./format";
 import { Realtime, latestSeq, type LinkStatus } from "./realtime";
-import { type Session, expire, logout, onSessionChange, restore, role, selectOrg } from "./session";
+import { type Session, expire, logout, onSessionChange, restore, role, selectOrg, session } from "./session";
 import { Store } from "./store";
 import { connectionsScreen, deadLettersScreen, inboundScreen } from "./views/admin";
 import { type AlertsBanner, alertsBanner } from "./views/alerts";
 import { type DetailPane, detailPane } from "./views/detail";
 import { renderLogin } from "./views/login";
+import { Notifier, priorState } from "./notify";
+import { presence } from "./presence";
+import { settingsControls } from "./views/settings";
+import { accountRoute, changePasswordDialog, renderAccept, renderReset } from "./views/account";
+import { membersScreen } from "./views/members";
+import { savedRepliesScreen } from "./views/saved-replies-admin";
 import { type QueuePane, queuePane } from "./views/queue";
 
 const root = document.getElementById("app") as HTMLElement;
@@ -29,10 +35,13 @@ interface Shell {
 }
 
 let shell: Shell | null = null;
+/** Background-tab alerts; a click on one opens its item. */
+const notifier = new Notifier((id) => go(`#/queue/${id}`));
 
 function route(): { page: string; id: string | null } {
   const parts = location.hash.replace(/^#\/?/, "").split("/");
   if (parts[0] === "admin") return { page: `admin/${parts[1] ?? "connections"}`, id: null };
+  if (parts[0] === "reports") return { page: "reports", id: null };
   return { page: "queue", id: parts[0] === "queue" && parts[1] ? parts[1] : null };
 }
 
@@ -72,6 +81,9 @@ async function start(s: Session): Promise<void> {
     isAdmin ? h("a", { href: "#/admin/connections", "data-page": "admin/connections", text: "Connections" }) : null,
     isAdmin ? h("a", { href: "#/admin/dead-letters", "data-page": "admin/dead-letters", text: "Dead letters" }) : null,
     isAdmin ? h("a", { href: "#/admin/inbound", "data-page": "admin/inbound", text: "Inbound events" }) : null,
+    isAdmin ? h("a", { href: "#/reports", "data-page": "reports", text: "Reports" }) : null,
+    isAdmin ? h("a", { href: "#/admin/members", "data-page": "admin/members", text: "Members" }) : null,
+    isAdmin ? h("a", { href: "#/admin/saved-replies", "data-page": "admin/saved-replies", text: "Saved replies" }) : null,
   );
   const orgSelect =
     s.orgs.length > 1
@@ -99,6 +111,7 @@ async function start(s: Session): Promise<void> {
         ["x", "resolve"],
         ["o", "reopen"],
         ["/", "search"],
+        ["/ in the reply box", "insert a saved reply (↑ ↓, Enter, Esc)"],
         ["Esc", "back to the queue"],
         ["?", "this help"],
       ].flatMap(([k, v]) => [h("dt", {}, h("kbd", { text: k })), h("dd", { text: v })]),
@@ -106,7 +119,9 @@ async function start(s: Session): Promise<void> {
     h("form", { method: "dialog" }, h("button", { class: "primary", text: "Close" })),
   );
   const main = h("main", { id: "main", class: "main" });
+  const settings = settingsControls(notifier);
   const alerts = isAdmin ? alertsBanner() : null;
+  const passwordDialog = changePasswordDialog();
   mount(
     root,
     h("a", { class: "skip", href: "#main", text: "Skip to content", on: { click: (e) => { e.preventDefault(); main.focus(); } } }),
@@ -119,12 +134,16 @@ async function start(s: Session): Promise<void> {
       link,
       orgSelect,
       h("span", { class: "user", text: s.user.email }),
+      settings.button,
       h("button", { type: "button", class: "link", "aria-label": "Keyboard shortcuts", text: "?", on: { click: () => help.showModal() } }),
+      h("button", { type: "button", id: "change-password-open", on: { click: () => passwordDialog.showModal() }, text: "Change password" }),
       h("button", { type: "button", id: "logout", on: { click: () => logout() }, text: "Log out" }),
     ),
     alerts?.el,
     main,
     help,
+    settings.dialog,
+    passwordDialog,
   );
   main.tabIndex = -1;
   showLink(link, { state: "connecting", since: null, caughtUp: 0, detail: null });
@@ -143,7 +162,10 @@ async function start(s: Session): Promise<void> {
   }
   if (shell?.store !== store) return;
   const realtime = new Realtime(s.token, s.orgId, seq, {
-    apply: (event) => store.apply(event),
+    apply: (event) => {
+      notifier.consider(event, priorState(event, (id) => store.get(id)));
+      store.apply(event);
+    },
     resync: async () => {
       await store.load();
     },
@@ -151,6 +173,7 @@ async function start(s: Session): Promise<void> {
     refused: (reason) => expire(`The live connection was refused (${reason}). Please log in again.`),
   });
   shell.realtime = realtime;
+  presence.bind(realtime);
   realtime.start();
   performance.mark("sb-queue-ready");
 }
@@ -169,6 +192,10 @@ function render(): void {
       "admin/connections": connectionsScreen,
       "admin/dead-letters": deadLettersScreen,
       "admin/inbound": inboundScreen,
+      // Loaded on first visit: the charts (Chart.js) are most of its weight.
+      reports: (el, org) => void import("./views/reports").then((m) => m.reportsScreen(el, org)),
+      "admin/members": (el, org) => membersScreen(el, org, shell?.session.user.id ?? ""),
+      "admin/saved-replies": savedRepliesScreen,
     };
     const screen = h("div", { class: "admin-page" });
     mount(shell.main, screen);
@@ -246,13 +273,36 @@ document.addEventListener("keydown", (e) => {
     shell.detail.run("snooze");
   }
 });
-window.addEventListener("hashchange", () => render());
+/** `#/accept/<token>` and `#/reset/<token>` stand in for the console, session or not. */
+function accountPage(): boolean {
+  const r = accountRoute(location.hash);
+  if (!r) return false;
+  shell?.realtime?.stop();
+  shell?.detail?.dispose();
+  shell?.alerts?.stop();
+  shell = null;
+  active = null;
+  if (r.page === "accept") void renderAccept(root, r.token);
+  else renderReset(root, r.token);
+  return true;
+}
+window.addEventListener("hashchange", () => {
+  if (accountPage()) return;
+  const current = session();
+  if (shell) render();
+  else if (current) {
+    active = { token: current.token, orgId: current.orgId };
+    void start(current);
+  }
+  else renderLogin(root, null);
+});
 
 let active: { token: string; orgId: string } | null = null;
 onSessionChange((s, reason) => {
   if (!s) {
     shell?.realtime?.stop();
     shell?.detail?.dispose();
+    presence.unbind();
     shell?.alerts?.stop();
     shell = null;
     active = null;
@@ -264,7 +314,9 @@ onSessionChange((s, reason) => {
   void start(s);
 });
 
-const restored = restore();
-if (!restored) renderLogin(root, null);
+if (!accountPage()) {
+  const restored = restore();
+  if (!restored) renderLogin(root, null);
+}
 performance.mark("sb-interactive");
 

@@ -23,6 +23,7 @@ const LISTENED: Record<EventName, true> = {
   agent_message_sent: true,
   message_status_updated: true,
   report_ready: true,
+  note_added: true,
 };
 export const EVENT_NAMES = Object.keys(LISTENED) as EventName[];
 
@@ -174,6 +175,9 @@ export class Realtime {
   private readonly sequencer: Sequencer;
   private status: LinkStatus = { state: "connecting", since: null, caughtUp: 0, detail: null };
   private stopped = false;
+  /** Listeners of events outside the numbered log (presence): no `seq`, never replayed. */
+  private readonly ephemeral: [string, (data: unknown) => void][] = [];
+  private readonly connected: (() => void)[] = [];
 
   constructor(
     private readonly token: string,
@@ -211,7 +215,9 @@ export class Realtime {
     socket.on("connect", () => {
       this.setStatus({ state: "catching-up", detail: null });
       void this.sequencer.catchUp();
+      for (const fn of this.connected) fn();
     });
+    for (const [name, fn] of this.ephemeral) socket.on(name, fn);
     socket.on("disconnect", (reason) => {
       if (this.stopped) return;
       this.setStatus({ state: "reconnecting", since: this.status.since ?? new Date().toISOString(), detail: reason });
@@ -222,7 +228,7 @@ export class Realtime {
     socket.on("connect_error", (err: Error) => {
       if (this.stopped) return;
       const message = err.message || "connection failed";
-      if (/expired|invalid|token|no org|member/i.test(message) && !socket.active) {
+      if (/expired|invalid|token|revoked|no org|member/i.test(message) && !socket.active) {
         this.on.refused(message);
         return;
       }
@@ -240,6 +246,23 @@ export class Realtime {
       // by the OpenAPI tests); the sequencer still checks the org and the number.
       socket.on(name, (data: unknown) => this.sequencer.receive({ event: name, data } as RealtimeEvent));
     }
+  }
+
+  /** Listens to an event that is not numbered (see `ephemeral`); call before `start`. */
+  listen(name: string, fn: (data: unknown) => void): void {
+    this.ephemeral.push([name, fn]);
+  }
+
+  /** Runs `fn` on every (re)connect; call before `start`. */
+  onConnect(fn: () => void): void {
+    this.connected.push(fn);
+  }
+
+  /** Sends an event to the server if connected (nothing is queued while offline). */
+  send(name: string, data?: unknown): void {
+    if (!this.socket?.connected) return;
+    if (data === undefined) this.socket.emit(name);
+    else this.socket.emit(name, data);
   }
 
   stop(): void {

@@ -66,15 +66,24 @@ export function role(): string | null {
 
 export async function login(email: string, password: string): Promise<Session> {
   const answer = await auth.login({ email, password });
-  setToken(answer.token);
+  return adoptToken(answer.token, answer.expires_at, null);
+}
+
+/**
+ * Starts a session with a token the server just issued (a login, an accepted invitation, a
+ * changed password), in `orgId` when given, else the current or remembered org.
+ */
+export async function adoptToken(token: string, expiresAt: string, orgId: string | null): Promise<Session> {
+  setToken(token);
+  whenUnauthorized((message) => expire(`Your session ended (${message}). Please log in again.`));
   const me = await auth.me();
   if (me.orgs.length === 0) {
-    setToken(null);
+    setToken(current?.token ?? null);
     throw new Error("This account is not a member of any org yet.");
   }
-  const remembered = localStorage.getItem(ORG_KEY);
-  const orgId = me.orgs.some((m) => m.org_id === remembered) ? (remembered as string) : me.orgs[0].org_id;
-  const next = { token: answer.token, expiresAt: answer.expires_at, user: me.user, orgs: me.orgs, orgId };
+  const wanted = orgId ?? current?.orgId ?? localStorage.getItem(ORG_KEY);
+  const org = me.orgs.some((m) => m.org_id === wanted) ? (wanted as string) : me.orgs[0].org_id;
+  const next = { token, expiresAt, user: me.user, orgs: me.orgs, orgId: org };
   set(next, null);
   return next;
 }

@@ -12,6 +12,7 @@
 
 import * as endpoints from "./endpoints";
 import { type Filters, type StatusTab, matches, recentOrder, waitingOrder } from "./filters";
+import { ConversationNotes } from "./notes";
 import type { Conversation, EventData, Item, Message, RealtimeEvent, Schemas } from "./types";
 
 export { TABS, type Filters, type StatusTab } from "./filters";
@@ -73,6 +74,8 @@ export class Store {
   private generation = 0;
   private notifyQueued = false;
   private conversations = new Map<string, OpenConversation>();
+  /** Internal notes of the conversations on screen (the detail pane tracks them). */
+  readonly notes = new ConversationNotes();
   /** Counts delivery states set by events (see `deliverySetAt`). */
   private deliveryEvents = 0;
   /**
@@ -128,6 +131,11 @@ export class Store {
         return;
       case "report_ready":
         return;
+      case "note_added": {
+        const c = this.conversations.get(e.data.conversation_id);
+        if (this.notes.add(e.data) && c) this.touched(c);
+        return;
+      }
       default:
         exhaustive(e);
     }

@@ -8,8 +8,13 @@ import { ApiError } from "../api";
 import { h, mount } from "../dom";
 import { type ActionBodies, type ActionName, queue } from "../endpoints";
 import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, shortId } from "../format";
+import { timeline } from "../notes";
+import { session } from "../session";
 import type { Store } from "../store";
 import type { CurrentState, Item, Message } from "../types";
+import { noteView, notesPanel } from "./notes";
+import { replyPicker } from "./reply-picker";
+import { conversationExtras } from "./context";
 
 export type { ActionName } from "../endpoints";
 
@@ -96,7 +101,7 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     text: "Load older messages",
     on: { click: () => void loadOlder() },
   });
-  const messageList = h("ol", { class: "messages", "aria-label": "Messages, oldest first" });
+  const messageList = h("ol", { class: "messages", "aria-label": "Messages and internal notes, oldest first" });
   const history = h(
     "div",
     { class: "history", tabIndex: 0, role: "region", "aria-label": "Conversation history" },
@@ -134,11 +139,20 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     h("label", { for: "snooze-until", text: "Snooze until" }),
     snoozeInput,
   );
-  const composeBox = h("div", { class: "compose" }, composerLabel, draftInfo, composer, actions, snoozeRow);
+  // `/` in the reply box: saved replies, filled for this customer and this expert.
+  const picker = replyPicker(composer, store.orgId, () => {
+    const user = session()?.user;
+    return item && user ? { customer: item.customer, expert: user } : null;
+  });
+  const notePanel = notesPanel(store, () => conversationId, () => renderMessages());
+  const composeBox = h("div", { class: "compose" }, composerLabel, draftInfo, composer, picker.el, actions, snoozeRow, notePanel.el);
+  // Who else is viewing, and the customer's other conversations (views/context.ts).
+  const extras = conversationExtras(me);
   const el = h(
     "section",
     { class: "detail", tabIndex: -1, "aria-label": "Conversation", "data-item": itemId },
     header,
+    extras.el,
     banner,
     history,
     composeBox,
@@ -333,7 +347,10 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     const nearBottom = history.scrollHeight - history.scrollTop - history.clientHeight < 80;
     const c = store.conversation(conversationId);
     drawn = c?.revision ?? -1;
-    mount(messageList, store.messages(conversationId).map(messageView));
+    const notes = store.notes.list(conversationId);
+    const entries = timeline(store.messages(conversationId), notes);
+    mount(messageList, entries.map((e) => (e.kind === "note" ? noteView(e.note, me) : messageView(e.message))));
+    notePanel.shown(notes);
     olderButton.hidden = !c?.nextBefore;
     if (nearBottom) history.scrollTop = history.scrollHeight;
   }
@@ -358,6 +375,17 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     render();
     conversationId = item.conversation_id;
     store.openConversation(conversationId);
+    extras.show(item);
+    store.notes.track(conversationId);
+    const notesFor = conversationId;
+    store.notes.load(notesFor).then(
+      () => {
+        if (disposed) return;
+        notePanel.baseline(store.notes.list(notesFor));
+        renderMessages();
+      },
+      (e: unknown) => say(`Could not load the internal notes: ${(e as Error).message}`),
+    );
     try {
       await store.loadConversation(conversationId);
       if (disposed) return;
@@ -510,6 +538,9 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
       window.clearInterval(tick);
       observer.disconnect();
       unsubscribe();
+      extras.dispose();
+      picker.dispose();
+      if (conversationId) store.notes.untrack(conversationId);
       if (conversationId) store.closeConversation(conversationId);
     },
   };

@@ -1,6 +1,7 @@
 import { ApiError } from "../api";
 import { h, mount } from "../dom";
 import { login } from "../session";
+import { forgotPasswordForm } from "./account";
 
 /** The login screen; `reason` says why the expert is here (expired, logged out). */
 export function renderLogin(root: HTMLElement, reason: string | null): void {
@@ -51,6 +52,23 @@ export function renderLogin(root: HTMLElement, reason: string | null): void {
     error,
     submit,
   );
-  mount(root, h("main", { class: "login" }, form));
+  const forgot = h("div", { id: "forgot" });
+  const forgotToggle = h("button", {
+    type: "button",
+    class: "link",
+    id: "forgot-toggle",
+    text: "Forgot password?",
+    "aria-expanded": "false",
+    "aria-controls": "forgot",
+    on: {
+      click: () => {
+        const open = forgotToggle.getAttribute("aria-expanded") !== "true";
+        forgotToggle.setAttribute("aria-expanded", String(open));
+        mount(forgot, open ? forgotPasswordForm(email.value.trim()) : null);
+        if (open) forgot.querySelector("input")?.focus();
+      },
+    },
+  });
+  mount(root, h("main", { class: "login" }, form, h("section", { class: "login-card forgot-card", "aria-label": "Password help" }, forgotToggle, forgot)));
   email.focus();
 }

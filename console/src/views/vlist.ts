@@ -4,7 +4,8 @@
 //
 // It is a listbox: arrow keys (and j/k) move the active row, Enter opens it. The active row
 // is always rendered (moving scrolls it into view), so `aria-activedescendant` never points
-// at nothing.
+// at nothing. Empty, it is a group with the empty text (a listbox without options is an
+// error to assistive technology).
 
 import { h } from "../dom";
 
@@ -64,12 +65,17 @@ export class VirtualList<T> {
     this.items = items;
     if (this.activeKey && !items.some((i) => this.opts.key(i) === this.activeKey)) this.activeKey = null;
     this.spacer.style.height = `${items.length * this.opts.rowHeight}px`;
+    // A listbox must own options (axe: aria-required-children). While there are none the
+    // list is a labelled group holding the text that says why, and a listbox again once
+    // rows come back.
     if (items.length === 0 && !this.emptyEl) {
       this.emptyEl = this.opts.empty();
       this.el.appendChild(this.emptyEl);
+      this.el.setAttribute("role", "group");
     } else if (items.length > 0 && this.emptyEl) {
       this.emptyEl.remove();
       this.emptyEl = null;
+      this.el.setAttribute("role", "listbox");
     }
     this.render();
   }

@@ -60,6 +60,8 @@ pub struct AppStateInner {
     pub protection: crate::protection::Protection,
     /// Alerts, raised once per window across pods.
     pub alerts: switchboard_jobs::alerts::Alerts,
+    /// The system mailer (invitations, password resets); may be unconfigured.
+    pub mailer: switchboard_channels::mail::Mailer,
     /// Whether the pod can do its Redis work (scripts, pipelines, worker registration).
     pub redis_work: switchboard_jobs::redis_check::RedisWork,
     /// `/ready`'s last answer, served again for a second.

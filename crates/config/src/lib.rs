@@ -84,6 +84,7 @@ pub const RATE_LIMIT_POLICIES: &[&str] = &[
     "login_ip",
     "login_failures",
     "login_email",
+    "password_reset",
     "webhook_unverified",
     "webhook_slack",
     "webhook_whatsapp",

@@ -30,17 +30,20 @@ pub enum EventKind {
     MessageStatusUpdated,
     /// A scheduled report (daily summary, weekly report, review summary) was stored.
     ReportReady,
+    /// An expert added an internal note to a conversation (for the team only).
+    NoteAdded,
 }
 
 impl EventKind {
     /// Every kind, in a stable order.
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 7] = [
         EventKind::QueueItemCreated,
         EventKind::QueueItemUpdated,
         EventKind::MessageCreated,
         EventKind::AgentMessageSent,
         EventKind::MessageStatusUpdated,
         EventKind::ReportReady,
+        EventKind::NoteAdded,
     ];
 
     /// The wire name.
@@ -52,6 +55,7 @@ impl EventKind {
             EventKind::AgentMessageSent => "agent_message_sent",
             EventKind::MessageStatusUpdated => "message_status_updated",
             EventKind::ReportReady => "report_ready",
+            EventKind::NoteAdded => "note_added",
         }
     }
 }
@@ -161,6 +165,25 @@ pub struct ReportReady {
     pub period_end: DateTime<Utc>,
 }
 
+/// `note_added`: an internal note, whole, so other experts' consoles show it at once. Goes
+/// to the org's console sockets only; no customer or agent path reads events.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteAdded {
+    /// The note.
+    pub id: Uuid,
+    /// The conversation.
+    pub conversation_id: Uuid,
+    /// Who wrote it.
+    pub author_user_id: Option<Uuid>,
+    /// The author's email, when known.
+    pub author_email: Option<String>,
+    /// The text.
+    pub body: String,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+}
+
 /// A realtime event with its payload: the only thing a flow can emit or store in the event
 /// outbox, so a payload always matches its name.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,6 +200,8 @@ pub enum Event {
     MessageStatusUpdated(MessageStatusUpdated),
     /// `report_ready`.
     ReportReady(ReportReady),
+    /// `note_added`.
+    NoteAdded(NoteAdded),
 }
 
 impl Event {
@@ -189,6 +214,7 @@ impl Event {
             Event::AgentMessageSent(_) => EventKind::AgentMessageSent,
             Event::MessageStatusUpdated(_) => EventKind::MessageStatusUpdated,
             Event::ReportReady(_) => EventKind::ReportReady,
+            Event::NoteAdded(_) => EventKind::NoteAdded,
         }
     }
 
@@ -200,6 +226,7 @@ impl Event {
             Event::AgentMessageSent(p) => serde_json::to_value(p),
             Event::MessageStatusUpdated(p) => serde_json::to_value(p),
             Event::ReportReady(p) => serde_json::to_value(p),
+            Event::NoteAdded(p) => serde_json::to_value(p),
         }
     }
 
@@ -223,6 +250,7 @@ impl Event {
                 Event::MessageStatusUpdated(serde_json::from_value(payload).ok()?)
             }
             EventKind::ReportReady => Event::ReportReady(serde_json::from_value(payload).ok()?),
+            EventKind::NoteAdded => Event::NoteAdded(serde_json::from_value(payload).ok()?),
         };
         Some(event)
     }

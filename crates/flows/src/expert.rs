@@ -329,6 +329,14 @@ pub async fn apply(
     if let Some(r) = &reply_out {
         details["message_id"] = json!(r.message.id);
         details["outbox_id"] = json!(r.outbox_id);
+        // What the reports page counts (`report_metrics`): what the reply was made of, and
+        // the deadline it was released against (a later customer message moves it).
+        details["reply"] = json!(match action {
+            Action::Release { .. } if r.message.author == Author::Agent => "draft",
+            Action::Release { .. } => "edited",
+            _ => "own",
+        });
+        details["sla_due_at"] = json!(item.sla_due_at);
     }
     if let Action::Assign { user_id } = action {
         details["assignee"] = json!(user_id);

@@ -314,14 +314,17 @@ pub(crate) async fn closed() -> Result<(), Refusal> {
     Err(Refusal::ShuttingDown)
 }
 
-/// The connect handler, run once a socket is admitted: it counts the socket while it lives.
-pub(crate) async fn on_connect(socket: SocketRef<Adapter>) {
+/// The connect handler, run once a socket is admitted: it counts the socket while it lives
+/// and takes its presence (`viewing`, `stopped_viewing`), removed when it goes.
+pub(crate) async fn on_connect(socket: SocketRef<Adapter>, presence: crate::presence::Presence) {
     metrics::gauge!("realtime_connected_sockets").increment(1.0);
-    socket.on_disconnect(async |socket: SocketRef<Adapter>| {
+    presence.attach(&socket);
+    socket.on_disconnect(async move |socket: SocketRef<Adapter>| {
         metrics::gauge!("realtime_connected_sockets").decrement(1.0);
         if let Some(Expiry(stop)) = socket.extensions.get::<Expiry>() {
             stop.cancel();
         }
+        presence.disconnected(&socket).await;
     });
 }
 

@@ -11,11 +11,13 @@ mod caps;
 pub mod driver;
 pub use switchboard_store::events;
 mod handshake;
+mod presence;
 mod relay;
 pub mod sessions;
 pub mod watchdog;
 
 pub use caps::ClientAddress;
+pub use presence::{PresenceEvent, Viewer};
 
 pub use handshake::{
     HandshakeHold, TokenClaims, TokenError, TokenVerifier, experts_room, org_room, rooms_for,
@@ -25,6 +27,7 @@ pub use sessions::SessionCheck;
 pub use watchdog::AdapterHealth;
 
 use relay::{RealtimeEmitter, Relay};
+use socketioxide::extract::SocketRef;
 use socketioxide::handler::ConnectHandler;
 use socketioxide::layer::SocketIoLayer;
 use socketioxide::{SocketIo, TransportType};
@@ -104,6 +107,7 @@ pub struct Realtime {
     health: Arc<watchdog::HealthCell>,
     emitter: Arc<RealtimeEmitter>,
     gate: Arc<handshake::Gate>,
+    presence: presence::Presence,
     db: PgPool,
     settings: Arc<Settings>,
 }
@@ -133,12 +137,17 @@ impl Realtime {
             hold: handshake::HoldPoint::default(),
             caps: caps::SocketCaps::new(settings.sockets_per_user, settings.sockets_per_address),
         });
-        io.ns(
-            "/",
-            handshake::on_connect.with(handshake::middleware(gate.clone())),
-        )
-        .await
-        .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
+        let presence = presence::Presence::new(
+            switchboard_coord::Redis::connect(&settings.redis, &settings.redis_prefix)?,
+            db.clone(),
+        );
+        let connect = {
+            let presence = presence.clone();
+            move |socket: SocketRef<Adapter>| handshake::on_connect(socket, presence.clone())
+        };
+        io.ns("/", connect.with(handshake::middleware(gate.clone())))
+            .await
+            .map_err(|e| RealtimeError::Adapter(e.to_string()))?;
         let health: Arc<watchdog::HealthCell> = Arc::default();
         let relay = Arc::new(Relay::new(
             db.clone(),
@@ -154,6 +163,7 @@ impl Realtime {
             health,
             emitter: Arc::new(RealtimeEmitter::new(relay, tracker)),
             gate,
+            presence,
             db,
             settings: Arc::new(settings),
         })
@@ -225,6 +235,7 @@ impl Realtime {
             token.clone(),
             tracker,
         );
+        self.presence.spawn(self.io.clone(), &token, tracker);
         sessions::spawn(
             self.io.clone(),
             self.db.clone(),
@@ -241,7 +252,10 @@ impl Realtime {
             // Jobs still finishing on this pod keep emitting: a namespace that admits nobody
             // keeps their events flowing through the adapter to the other pods' sockets.
             if let Err(e) = io
-                .ns("/", handshake::on_connect.with(handshake::closed))
+                .ns(
+                    "/",
+                    (async |_: SocketRef<Adapter>| {}).with(handshake::closed),
+                )
                 .await
             {
                 tracing::warn!(error = %e, "realtime: no adapter for the last emits");

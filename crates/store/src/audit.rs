@@ -1,8 +1,9 @@
 //! The audit log: who did what, with the org, the target and the request id, in the
 //! transaction of the action itself where it has one. Every expert action, connection
-//! change, member removal, change of an org's settings, inbox replay, dead-letter retry and
-//! logout, the CLI's deactivations and reactivations, and every login, success or failure
-//! (a hash of the email, never the password), write a row.
+//! change, member removal, change of an org's settings, saved-reply change, internal note,
+//! inbox replay, dead-letter retry and logout, the CLI's deactivations and reactivations,
+//! and every login, success or failure (a hash of the email, never the password), write a
+//! row.
 
 use crate::StoreError;
 use serde_json::Value;

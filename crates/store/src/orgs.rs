@@ -47,16 +47,18 @@ pub struct OrgSettings {
     pub time_zone: String,
     /// Who hears about the org's dead replies.
     pub account_manager_email: Option<String>,
+    /// Minutes an expert has to answer a customer message (a queue item's `sla_due_at`).
+    pub sla_minutes: i32,
 }
 
 /// An org's settings.
 pub async fn settings(pool: &PgPool, id: Uuid) -> Result<Option<OrgSettings>, StoreError> {
-    Ok(
-        sqlx::query_as("SELECT id, name, time_zone, account_manager_email FROM orgs WHERE id = $1")
-            .bind(id)
-            .fetch_optional(pool)
-            .await?,
+    Ok(sqlx::query_as(
+        "SELECT id, name, time_zone, account_manager_email, sla_minutes FROM orgs WHERE id = $1",
     )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?)
 }
 
 /// What a settings update changes; `None` leaves a field as it is.
@@ -66,6 +68,8 @@ pub struct SettingsChange<'a> {
     pub time_zone: Option<&'a str>,
     /// A new account manager address, or `Some(None)` to clear it.
     pub account_manager_email: Option<Option<&'a str>>,
+    /// A new SLA in minutes (the caller has checked the bounds).
+    pub sla_minutes: Option<i32>,
 }
 
 /// Updates an org's settings; `None` when the org is gone.
@@ -76,13 +80,15 @@ pub async fn update_settings(
 ) -> Result<Option<OrgSettings>, StoreError> {
     sqlx::query_as(
         "UPDATE orgs SET time_zone = COALESCE($2, time_zone),
-                account_manager_email = CASE WHEN $3 THEN $4 ELSE account_manager_email END
-         WHERE id = $1 RETURNING id, name, time_zone, account_manager_email",
+                account_manager_email = CASE WHEN $3 THEN $4 ELSE account_manager_email END,
+                sla_minutes = COALESCE($5, sla_minutes)
+         WHERE id = $1 RETURNING id, name, time_zone, account_manager_email, sla_minutes",
     )
     .bind(id)
     .bind(change.time_zone)
     .bind(change.account_manager_email.is_some())
     .bind(change.account_manager_email.flatten())
+    .bind(change.sla_minutes)
     .fetch_optional(pool)
     .await
     .map_err(StoreError::from)

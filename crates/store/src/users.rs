@@ -33,6 +33,26 @@ pub struct Membership {
     pub role: Role,
 }
 
+/// The fewest characters a password may have (the CLI's `create-user` rule too).
+pub const PASSWORD_MIN_CHARS: usize = 8;
+/// The most bytes a password may have: hashing cost grows with it, and nobody types more.
+pub const PASSWORD_MAX_BYTES: usize = 1024;
+
+/// What is wrong with `password` as a new password, if anything.
+pub fn password_problem(password: &str) -> Option<String> {
+    if password.chars().count() < PASSWORD_MIN_CHARS {
+        Some(format!(
+            "the password must be at least {PASSWORD_MIN_CHARS} characters"
+        ))
+    } else if password.len() > PASSWORD_MAX_BYTES {
+        Some(format!(
+            "the password must be at most {PASSWORD_MAX_BYTES} bytes"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Hashes a password with argon2id and a random salt. CPU-heavy: call it off the async
 /// executor (`spawn_blocking`).
 pub fn hash_password(password: &str) -> Result<String, StoreError> {
@@ -81,6 +101,26 @@ pub async fn create(
     Ok((existing, false))
 }
 
+/// Inserts a new user in the caller's transaction; `None` when the address has an account
+/// already (`users_email_key`).
+pub async fn insert<'e>(
+    db: impl PgExecutor<'e>,
+    email: &str,
+    password_hash: &str,
+    display_name: Option<&str>,
+) -> Result<Option<User>, StoreError> {
+    Ok(sqlx::query_as(
+        "INSERT INTO users (email, password_hash, display_name) VALUES ($1, $2, $3)
+         ON CONFLICT (lower(email)) DO NOTHING
+         RETURNING id, email, display_name",
+    )
+    .bind(email)
+    .bind(password_hash)
+    .bind(display_name)
+    .fetch_optional(db)
+    .await?)
+}
+
 /// What login needs to know about an address.
 #[derive(Debug, Clone)]
 pub struct LoginRecord {
@@ -90,31 +130,45 @@ pub struct LoginRecord {
     pub password_hash: String,
     /// The version every token issued now carries (the `ver` claim).
     pub token_version: i64,
-    /// Deactivated users cannot log in.
+    /// Deactivated users cannot log in: by an operator (every org), or in every org they
+    /// belong to by its admins.
     pub deactivated: bool,
+    /// Deactivated by an operator (`admin deactivate-user`): every org at once, joining a
+    /// new one included.
+    pub locked: bool,
 }
 
 /// A user, their stored hash and their token standing, for login.
 pub async fn find_for_login(pool: &PgPool, email: &str) -> Result<Option<LoginRecord>, StoreError> {
-    let row: Option<(Uuid, String, Option<String>, String, i64, bool)> = sqlx::query_as(
-        "SELECT id, email, display_name, password_hash, token_version, deactivated_at IS NOT NULL
-         FROM users WHERE lower(email) = lower($1)",
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        user: User,
+        password_hash: String,
+        token_version: i64,
+        locked: bool,
+        deactivated: bool,
+    }
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT u.id, u.email, u.display_name, u.password_hash, u.token_version,
+                u.deactivated_at IS NOT NULL AS locked,
+                u.deactivated_at IS NOT NULL
+                OR (EXISTS (SELECT 1 FROM org_members m WHERE m.user_id = u.id)
+                    AND NOT EXISTS (SELECT 1 FROM org_members m
+                                    WHERE m.user_id = u.id AND m.deactivated_at IS NULL))
+                AS deactivated
+         FROM users u WHERE lower(u.email) = lower($1)",
     )
     .bind(email)
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(
-        |(id, email, display_name, password_hash, token_version, deactivated)| LoginRecord {
-            user: User {
-                id,
-                email,
-                display_name,
-            },
-            password_hash,
-            token_version,
-            deactivated,
-        },
-    ))
+    Ok(row.map(|r| LoginRecord {
+        user: r.user,
+        password_hash: r.password_hash,
+        token_version: r.token_version,
+        deactivated: r.deactivated,
+        locked: r.locked,
+    }))
 }
 
 /// Fetches a user by id.
@@ -245,7 +299,7 @@ pub async fn standings(
          LEFT JOIN LATERAL (
              SELECT array_agg(org_id ORDER BY created_at, org_id) AS orgs,
                     array_agg(role = 'expert' ORDER BY created_at, org_id) AS experts
-             FROM org_members WHERE user_id = u.id) m ON true
+             FROM org_members WHERE user_id = u.id AND deactivated_at IS NULL) m ON true
          WHERE u.id = ANY($1)",
     )
     .bind(user_ids)
@@ -316,6 +370,36 @@ pub async fn bump_token_version<'e>(
     .bind(user_id)
     .fetch_optional(db)
     .await?)
+}
+
+/// Sets `user_id`'s password hash and bumps their token version, ending every session they
+/// hold; the new version (for a fresh token), `None` when the user does not exist.
+pub async fn set_password<'e>(
+    db: impl PgExecutor<'e>,
+    user_id: Uuid,
+    password_hash: &str,
+) -> Result<Option<i64>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE users SET password_hash = $2, token_version = token_version + 1
+         WHERE id = $1 RETURNING token_version",
+    )
+    .bind(user_id)
+    .bind(password_hash)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// A user's stored hash and token version, for a password check by id.
+pub async fn password_of(
+    pool: &PgPool,
+    user_id: Uuid,
+) -> Result<Option<(String, i64)>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT password_hash, token_version FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(pool)
+            .await?,
+    )
 }
 
 /// A user's account state after an activation change.

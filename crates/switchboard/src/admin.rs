@@ -90,8 +90,8 @@ pub async fn run(config: &Config, command: AdminCommand) -> anyhow::Result<()> {
             if !email.contains('@') || email.len() > 254 {
                 bail!("--email must be an email address of at most 254 characters");
             }
-            if password.chars().count() < 8 {
-                bail!("--password must be at least 8 characters");
+            if let Some(problem) = users::password_problem(&password) {
+                bail!("--password: {problem}");
             }
             if orgs::get(&pool, org).await?.is_none() {
                 bail!("org {org} does not exist");

@@ -134,6 +134,39 @@ impl Sock {
         got
     }
 
+    /// Sends `event` with `data` and waits up to 5 s for the server's acknowledgement;
+    /// `None` if none came.
+    pub async fn ask(&self, event: &str, data: Value) -> Option<Value> {
+        let (tx, mut rx) = unbounded_channel();
+        self.client
+            .emit_with_ack(
+                event,
+                Payload::Text(vec![data]),
+                Duration::from_secs(5),
+                move |payload, _| {
+                    // rust_socketio hands an ack's arguments over as one array.
+                    let first = match payload {
+                        Payload::Text(values) => match values.into_iter().next() {
+                            Some(Value::Array(args)) => {
+                                args.into_iter().next().unwrap_or(Value::Null)
+                            }
+                            Some(other) => other,
+                            None => Value::Null,
+                        },
+                        _ => Value::Null,
+                    };
+                    let _ = tx.send(first);
+                    async {}.boxed()
+                },
+            )
+            .await
+            .ok()?;
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Closes the connection.
     pub async fn close(self) {
         let _ = self.client.disconnect().await;

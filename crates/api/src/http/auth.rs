@@ -32,7 +32,7 @@ const MAX_EMAIL_LEN: usize = 254;
 
 /// A hash to verify against when the address is unknown, so a miss costs what a hit costs
 /// and response time does not reveal which addresses exist.
-static DUMMY_HASH: LazyLock<String> =
+pub(crate) static DUMMY_HASH: LazyLock<String> =
     LazyLock::new(|| users::hash_password("switchboard-timing-equaliser").unwrap_or_default());
 
 /// Routes of this module.
@@ -51,10 +51,10 @@ struct LoginRequest {
 }
 
 #[derive(Serialize, ToSchema)]
-struct LoginResponse {
-    token: String,
-    expires_at: DateTime<Utc>,
-    user: User,
+pub(crate) struct LoginResponse {
+    pub(crate) token: String,
+    pub(crate) expires_at: DateTime<Utc>,
+    pub(crate) user: User,
 }
 
 #[utoipa::path(post, path = "/auth/login", tag = "auth", request_body = LoginRequest,
@@ -113,17 +113,7 @@ async fn login(
     {
         return Ok(crate::protection::too_many(&verdict));
     }
-    // Password hashing is the expensive part: at most one per core at a time, a short wait
-    // for a turn, then 503 rather than a queue that grows with the attack.
-    let Ok(Ok(_turn)) = tokio::time::timeout(HASHING_WAIT, HASHING.acquire()).await else {
-        metrics::counter!("backpressure_refusals_total", "reason" => "password_hashing")
-            .increment(1);
-        return Err(ApiError::unavailable(
-            "backpressure",
-            "too many logins at once; retry in a moment",
-        )
-        .with_retry_after(Duration::from_secs(1)));
-    };
+    let _turn = hashing_turn().await?;
 
     let found = users::find_for_login(&state.db, &email).await?;
     let password = body.password;
@@ -198,6 +188,24 @@ async fn login(
         user: record.user,
     })
     .into_response())
+}
+
+/// A turn to hash a password. Password hashing is the expensive part of every password
+/// endpoint: at most one per core at a time, a short wait for a turn, then 503 rather than a
+/// queue that grows with an attack.
+pub(crate) async fn hashing_turn() -> ApiResult<tokio::sync::SemaphorePermit<'static>> {
+    match tokio::time::timeout(HASHING_WAIT, HASHING.acquire()).await {
+        Ok(Ok(turn)) => Ok(turn),
+        _ => {
+            metrics::counter!("backpressure_refusals_total", "reason" => "password_hashing")
+                .increment(1);
+            Err(ApiError::unavailable(
+                "backpressure",
+                "too many password checks at once; retry in a moment",
+            )
+            .with_retry_after(Duration::from_secs(1)))
+        }
+    }
 }
 
 /// Password hashes computed at once: one per core.

@@ -1,4 +1,9 @@
-//! Org membership for org admins: removing a member. The removal, the bump of the member's
+//! Org membership for org admins: the list, role changes, deactivation and reactivation in
+//! this org, and removal. An org always keeps an active admin: demoting, deactivating or
+//! removing the last one is refused (409 `last_admin`), under the org's row lock
+//! (`org_members::lock_org`) so two admins acting at once cannot both pass the check.
+//!
+//! Deactivation, like removal, bumps the member's token version with the change. The removal, the bump of the member's
 //! token version and the audit row commit together, so every token the member holds stops
 //! working with the membership: REST refuses it at the next request (401 `token_revoked`),
 //! the member's sockets are closed on every pod through Redis at once, and, should that
@@ -7,21 +12,187 @@
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{Path, RequestId};
+use crate::extract::{Json, Path, RequestId};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use switchboard_domain::Role;
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
+use switchboard_store::org_members::{self, OrgMember};
 use switchboard_store::users;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(remove))
+    OpenApiRouter::new()
+        .routes(routes!(list_members))
+        .routes(routes!(remove, change_role))
+        .routes(routes!(deactivate_member))
+        .routes(routes!(reactivate_member))
+}
+
+#[derive(Serialize, ToSchema)]
+struct MemberList {
+    members: Vec<OrgMember>,
+}
+
+#[utoipa::path(get, path = "/orgs/{org_id}/members", tag = "orgs", security(("bearer" = [])),
+    params(("org_id" = Uuid, Path)),
+    responses((status = 200, description = "The org's members, oldest first, with their role and status", body = MemberList),
+        (status = 401, body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody)))]
+async fn list_members(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(org_id): Path<Uuid>,
+) -> ApiResult<Json<MemberList>> {
+    caller.require_admin(org_id)?;
+    Ok(Json(MemberList {
+        members: org_members::list(&state.db, org_id).await?,
+    }))
+}
+
+fn last_admin() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "last_admin",
+        "an org keeps at least one active admin: make someone else admin first",
+    )
+}
+
+fn actor<'a>(org_id: Uuid, caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
+    Actor {
+        org_id: Some(org_id),
+        user_id: Some(caller.user_id),
+        request_id,
+    }
+}
+
+/// The member as they are now, after a change in `tx`.
+async fn member_now(
+    tx: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    user_id: Uuid,
+) -> ApiResult<OrgMember> {
+    org_members::get(tx, org_id, user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("member"))
+}
+
+#[derive(Deserialize, ToSchema)]
+struct RoleChange {
+    /// `admin` or `expert`.
+    #[schema(value_type = Role)]
+    role: String,
+}
+
+#[utoipa::path(patch, path = "/orgs/{org_id}/members/{user_id}", tag = "orgs", security(("bearer" = [])),
+    params(("org_id" = Uuid, Path), ("user_id" = Uuid, Path)), request_body = RoleChange,
+    responses((status = 200, description = "The member with their new role (in effect at their next request)", body = OrgMember),
+        (status = 401, body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
+        (status = 404, description = "Not a member", body = ErrorBody),
+        (status = 409, description = "`last_admin`: the org's last active admin cannot be demoted", body = ErrorBody),
+        (status = 422, description = "Not a role", body = ErrorBody)))]
+async fn change_role(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path((org_id, user_id)): Path<(Uuid, Uuid)>,
+    Json(body): Json<RoleChange>,
+) -> ApiResult<Json<OrgMember>> {
+    caller.require_admin(org_id)?;
+    let role: Role = body
+        .role
+        .parse()
+        .map_err(|_| ApiError::validation("role must be `admin` or `expert`"))?;
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    org_members::lock_org(&mut tx, org_id).await?;
+    if role != Role::Admin && org_members::is_last_admin(&mut tx, org_id, user_id).await? {
+        return Err(last_admin());
+    }
+    let Some(was) = org_members::set_role(&mut *tx, org_id, user_id, role).await? else {
+        return Err(ApiError::not_found("member"));
+    };
+    audit::record(
+        &mut *tx,
+        actor(org_id, &caller, request_id.as_deref()),
+        "org_member.role_changed",
+        Some(("user", user_id)),
+        json!({"from": was, "to": role}),
+    )
+    .await?;
+    let member = member_now(&mut tx, org_id, user_id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(Json(member))
+}
+
+#[utoipa::path(post, path = "/orgs/{org_id}/members/{user_id}/deactivate", tag = "orgs", security(("bearer" = [])),
+    params(("org_id" = Uuid, Path), ("user_id" = Uuid, Path)),
+    responses((status = 200, description = "Deactivated in this org: every token of the member is revoked and their sockets closed on every pod within seconds; they cannot log in unless they have another active membership", body = OrgMember),
+        (status = 401, body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
+        (status = 404, description = "Not a member", body = ErrorBody),
+        (status = 409, description = "`last_admin`: the org's last active admin cannot be deactivated", body = ErrorBody)))]
+async fn deactivate_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path((org_id, user_id)): Path<(Uuid, Uuid)>,
+) -> ApiResult<Json<OrgMember>> {
+    caller.require_admin(org_id)?;
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    org_members::lock_org(&mut tx, org_id).await?;
+    if org_members::is_last_admin(&mut tx, org_id, user_id).await? {
+        return Err(last_admin());
+    }
+    if !org_members::deactivate(&mut *tx, org_id, user_id).await? {
+        return Err(ApiError::not_found("member"));
+    }
+    audit::record(
+        &mut *tx,
+        actor(org_id, &caller, request_id.as_deref()),
+        "org_member.deactivated",
+        Some(("user", user_id)),
+        json!({}),
+    )
+    .await?;
+    let member = member_now(&mut tx, org_id, user_id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    state.realtime.disconnect_user(user_id).await;
+    Ok(Json(member))
+}
+
+#[utoipa::path(post, path = "/orgs/{org_id}/members/{user_id}/reactivate", tag = "orgs", security(("bearer" = [])),
+    params(("org_id" = Uuid, Path), ("user_id" = Uuid, Path)),
+    responses((status = 200, description = "Active again in this org; they log in again (tokens from before stay revoked)", body = OrgMember),
+        (status = 401, body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
+        (status = 404, description = "Not a member", body = ErrorBody)))]
+async fn reactivate_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path((org_id, user_id)): Path<(Uuid, Uuid)>,
+) -> ApiResult<Json<OrgMember>> {
+    caller.require_admin(org_id)?;
+    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    if !org_members::reactivate(&mut *tx, org_id, user_id).await? {
+        return Err(ApiError::not_found("member"));
+    }
+    audit::record(
+        &mut *tx,
+        actor(org_id, &caller, request_id.as_deref()),
+        "org_member.reactivated",
+        Some(("user", user_id)),
+        json!({}),
+    )
+    .await?;
+    let member = member_now(&mut tx, org_id, user_id).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(Json(member))
 }
 
 #[utoipa::path(delete, path = "/orgs/{org_id}/members/{user_id}", tag = "orgs", security(("bearer" = [])),
@@ -29,7 +200,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 204, description = "Removed; every token of the member is revoked (they log in again for their other orgs) and their sockets are closed on every pod within seconds"),
         (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody),
         (status = 403, description = "Not an admin of this org", body = ErrorBody),
-        (status = 404, description = "Not a member", body = ErrorBody)))]
+        (status = 404, description = "Not a member", body = ErrorBody),
+        (status = 409, description = "`last_admin`: the org's last active admin cannot be removed", body = ErrorBody)))]
 async fn remove(
     State(state): State<AppState>,
     caller: Caller,
@@ -38,6 +210,10 @@ async fn remove(
 ) -> ApiResult<StatusCode> {
     caller.require_admin(org_id)?;
     let mut tx = state.db.begin().await.map_err(StoreError::from)?;
+    org_members::lock_org(&mut tx, org_id).await?;
+    if org_members::is_last_admin(&mut tx, org_id, user_id).await? {
+        return Err(last_admin());
+    }
     if !users::remove_member(&mut *tx, org_id, user_id).await? {
         return Err(ApiError::not_found("member"));
     }

@@ -5,15 +5,21 @@ mod auth;
 mod connection_secrets;
 mod connections;
 mod conversations;
+mod customers;
 mod dead_letters;
 mod events;
 mod expert_queue;
 pub(crate) mod health;
 mod inbound_events;
+mod invitations;
 mod members;
+mod notes;
 mod openapi;
 mod pagination;
+mod passwords;
+mod report_metrics;
 mod reports;
+mod saved_replies;
 mod socket_head;
 mod webhooks;
 
@@ -44,13 +50,19 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .merge(auth::router())
         .merge(connections::router())
         .merge(conversations::router())
+        .merge(customers::router())
         .merge(expert_queue::router())
         .merge(events::router())
         .merge(webhooks::router())
         .merge(dead_letters::router())
         .merge(inbound_events::router())
         .merge(members::router())
+        .merge(invitations::router())
+        .merge(passwords::router())
         .merge(reports::router())
+        .merge(report_metrics::router())
+        .merge(saved_replies::router())
+        .merge(notes::router())
         .merge(openapi::router())
         .routes(routes!(metrics_text))
 }

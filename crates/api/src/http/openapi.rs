@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 use switchboard_domain::InboundStatus;
 use switchboard_domain::events::{
-    AgentMessageSent, EventKind, MessageCreated, MessageStatusUpdated, MessageSummary,
+    AgentMessageSent, EventKind, MessageCreated, MessageStatusUpdated, MessageSummary, NoteAdded,
     QueueItemEvent, ReportReady,
 };
 use utoipa::openapi::Ref;
@@ -36,7 +36,11 @@ use utoipa_axum::routes;
         MessageSummary,
         AgentMessageSent,
         MessageStatusUpdated,
-        ReportReady
+        ReportReady,
+        NoteAdded,
+        // Presence is ephemeral: sent to the org's sockets without a `seq`, never replayed.
+        switchboard_realtime::PresenceEvent,
+        switchboard_realtime::Viewer
     )),
     modifiers(&BearerAuth, &RealtimeEvents)
 )]
@@ -74,6 +78,7 @@ fn payload_schema(kind: EventKind) -> Cow<'static, str> {
         EventKind::AgentMessageSent => AgentMessageSent::name(),
         EventKind::MessageStatusUpdated => MessageStatusUpdated::name(),
         EventKind::ReportReady => ReportReady::name(),
+        EventKind::NoteAdded => NoteAdded::name(),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Reports of the scheduled jobs (daily summary, weekly report, review summary) for the
-//! members of an org, newest first, and the org setting they depend on (its time zone).
+//! members of an org, newest first, and the org's settings: the time zone the reports follow,
+//! the account manager's address, and the SLA (`sla_minutes`) each new queue item is due by.
+//! The reports page's numbers are in `report_metrics`.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -107,6 +109,9 @@ struct SettingsView {
     time_zone: String,
     /// Who is emailed when one of the org's replies is dead (`reply_dead`).
     account_manager_email: Option<String>,
+    /// Minutes an expert has to answer a customer message: a queue item is due this long
+    /// after the message that made it pending (`sla_due_at`).
+    sla_minutes: i32,
 }
 
 impl From<OrgSettings> for SettingsView {
@@ -116,6 +121,7 @@ impl From<OrgSettings> for SettingsView {
             name: o.name,
             time_zone: o.time_zone,
             account_manager_email: o.account_manager_email,
+            sla_minutes: o.sla_minutes,
         }
     }
 }
@@ -130,7 +136,13 @@ struct SettingsUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     account_manager_email: Option<Option<String>>,
+    /// 1 to 10080 (a week); applies to items that become pending from now on.
+    #[schema(minimum = 1, maximum = 10080)]
+    sla_minutes: Option<i32>,
 }
+
+/// The longest SLA an org may set (a week; the column's CHECK says the same).
+const MAX_SLA_MINUTES: i32 = 10_080;
 
 /// A field that is present (`Some`), even as `null` (`Some(None)`), as opposed to absent.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -177,7 +189,7 @@ async fn get_settings(
     responses((status = 200, body = SettingsView), (status = 400, body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
         (status = 403, description = "Not an admin of the org", body = ErrorBody),
-        (status = 422, description = "Not a known time zone", body = ErrorBody)))]
+        (status = 422, description = "Not a known time zone, an implausible address or an SLA out of bounds", body = ErrorBody)))]
 async fn update_settings(
     State(state): State<AppState>,
     caller: Caller,
@@ -204,9 +216,17 @@ async fn update_settings(
             "account_manager_email must be one email address, or null",
         ));
     }
+    if let Some(m) = body.sla_minutes
+        && !(1..=MAX_SLA_MINUTES).contains(&m)
+    {
+        return Err(ApiError::validation(
+            "sla_minutes must be between 1 and 10080 (a week)",
+        ));
+    }
     let change = orgs::SettingsChange {
         time_zone: zone.map(|z| z.name()),
         account_manager_email: email,
+        sla_minutes: body.sla_minutes,
     };
     let org = orgs::update_settings(&state.db, org_id, &change)
         .await?
@@ -223,6 +243,7 @@ async fn update_settings(
         json!({
             "time_zone": change.time_zone,
             "account_manager_email": change.account_manager_email,
+            "sla_minutes": change.sla_minutes,
         }),
     )
     .await?;

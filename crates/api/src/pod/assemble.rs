@@ -108,16 +108,14 @@ impl App {
         .await?;
         let queue_poll = config.workers.queue_poll;
         let inbox_lease = config.inbox.lease;
+        let mailer = Mailer::from_config(&config)
+            .map_err(|e| StartError::Violations(vec![e.to_string()]))?;
         let alerts = Alerts::new(
             db.clone(),
             redis.clone(),
             config.alerts.window,
             &config.pod_id(),
-            Routes::from_config(
-                &config,
-                Mailer::from_config(&config)
-                    .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
-            ),
+            Routes::from_config(&config, mailer.clone()),
         );
         let flows = Deps {
             alerts: alerts.clone(),
@@ -169,6 +167,7 @@ impl App {
             realtime,
             protection,
             alerts,
+            mailer,
             redis_work,
             ready_cache: Default::default(),
         });

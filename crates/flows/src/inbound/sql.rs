@@ -117,6 +117,12 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
                            THEN 'pending'::queue_status ELSE status END,
              snoozed_until = CASE WHEN status IN ('awaiting_client', 'snoozed')
                                   THEN NULL ELSE snoozed_until END,
+             -- Answered, and now written to again: the org's SLA starts over from this
+             -- message (a snoozed item keeps the deadline of the message it still owes).
+             sla_due_at = CASE WHEN status = 'awaiting_client'
+                               THEN now() + make_interval(mins => (
+                                      SELECT o.sla_minutes FROM orgs o WHERE o.id = q.org_id))
+                               ELSE sla_due_at END,
              version = version + 1, updated_at = now()
            WHERE conversation_id IN (SELECT conversation_id FROM message)
              AND status <> 'resolved'
@@ -190,8 +196,10 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                                      draft_body, draft_confidence, draft_cost_usd,
                                      flagged_for_review, sla_due_at)
            SELECT i.org_id, i.conversation_id, 'pending'::queue_status, i.draft_id, i.message_id,
-                  i.body, i.confidence, i.cost::numeric, i.fallback, now() + interval '1 hour'
-           FROM input i WHERE i.conversation_id IN (SELECT id FROM history)
+                  i.body, i.confidence, i.cost::numeric, i.fallback,
+                  now() + make_interval(mins => org.sla_minutes)
+           FROM input i JOIN orgs org ON org.id = i.org_id
+           WHERE i.conversation_id IN (SELECT id FROM history)
              AND NOT EXISTS (
                SELECT 1 FROM messages o
                JOIN messages a ON a.id = o.answers_message_id
@@ -212,6 +220,9 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                                   OR ({newer} AND EXCLUDED.flagged_for_review),
              status = CASE WHEN expert_queue.status = 'awaiting_client'
                            THEN 'pending'::queue_status ELSE expert_queue.status END,
+             -- Back to pending: the new customer message starts the org's SLA again.
+             sla_due_at = CASE WHEN expert_queue.status = 'awaiting_client'
+                               THEN EXCLUDED.sla_due_at ELSE expert_queue.sla_due_at END,
              version = expert_queue.version + 1,
              updated_at = now()
            RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,

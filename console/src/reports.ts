@@ -1,0 +1,136 @@
+// The reports page's data, shaped for its charts and tables: every day of the range present
+// (the server leaves out days without activity), channels as series, SLA and reply shares
+// as percentages. Pure functions, so the numbers on screen are tested without a browser.
+
+import type { Schemas } from "./types";
+
+export type Metrics = Schemas["MetricsView"];
+
+/** The longest range the server answers, in days (both ends included). */
+export const MAX_DAYS = 92;
+/** The range shown first: the last week, today included. */
+export const DEFAULT_DAYS = 7;
+
+const DAY_MS = 86_400_000;
+
+/** `YYYY-MM-DD` of a local calendar day. */
+export function isoDay(d: Date): string {
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+/** Milliseconds of a `YYYY-MM-DD` at UTC midnight, or NaN when it is not a real day. */
+function dayValue(day: string): number {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) return NaN;
+  const t = Date.parse(`${day}T00:00:00Z`);
+  return Number.isNaN(t) || new Date(t).toISOString().slice(0, 10) !== day ? NaN : t;
+}
+
+/** The last `DEFAULT_DAYS` days up to `today`. */
+export function defaultRange(today = new Date()): { from: string; to: string } {
+  const from = new Date(today);
+  from.setDate(from.getDate() - (DEFAULT_DAYS - 1));
+  return { from: isoDay(from), to: isoDay(today) };
+}
+
+/** Why a range cannot be asked for, or null when it can. */
+export function rangeProblem(from: string, to: string): string | null {
+  const a = dayValue(from);
+  const b = dayValue(to);
+  if (Number.isNaN(a) || Number.isNaN(b)) return "Pick a start and an end date.";
+  if (a > b) return "The start date must not be after the end date.";
+  if ((b - a) / DAY_MS + 1 > MAX_DAYS) return `A report covers at most ${MAX_DAYS} days.`;
+  return null;
+}
+
+/** Every day from `from` to `to`, both included. */
+export function daysBetween(from: string, to: string): string[] {
+  const out: string[] = [];
+  const end = dayValue(to);
+  for (let t = dayValue(from); t <= end && out.length <= MAX_DAYS; t += DAY_MS) {
+    out.push(new Date(t).toISOString().slice(0, 10));
+  }
+  return out;
+}
+
+/** Messages (in and out) per channel, one value per day; channels in a fixed order. */
+export function messagesPerChannel(m: Metrics, days: string[]): { channel: string; inbound: number[]; outbound: number[]; total: number[] }[] {
+  const order = ["slack", "whatsapp", "telegram", "email"];
+  const channels = [...new Set(m.messages.map((r) => r.channel))].sort(
+    (a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99) || a.localeCompare(b),
+  );
+  return channels.map((channel) => {
+    const byDay = new Map(m.messages.filter((r) => r.channel === channel).map((r) => [r.day, r]));
+    const inbound = days.map((d) => byDay.get(d)?.inbound ?? 0);
+    const outbound = days.map((d) => byDay.get(d)?.outbound ?? 0);
+    return { channel, inbound, outbound, total: inbound.map((n, i) => n + outbound[i]) };
+  });
+}
+
+/** First-reply percentiles per day in seconds; null on a day without an answered message. */
+export function firstReply(m: Metrics, days: string[]): { p50: (number | null)[]; p90: (number | null)[]; customer: number[]; answered: number[] } {
+  const byDay = new Map(m.first_reply.map((r) => [r.day, r]));
+  return {
+    p50: days.map((d) => byDay.get(d)?.p50_secs ?? null),
+    p90: days.map((d) => byDay.get(d)?.p90_secs ?? null),
+    customer: days.map((d) => byDay.get(d)?.customer_messages ?? 0),
+    answered: days.map((d) => byDay.get(d)?.answered ?? 0),
+  };
+}
+
+/** Percentage with one decimal, or null when there is nothing to divide. */
+export function percent(part: number, whole: number): number | null {
+  return whole > 0 ? Math.round((part / whole) * 1000) / 10 : null;
+}
+
+/** SLA met per day (null on a day without releases that had a deadline), and overall. */
+export function slaMet(m: Metrics, days: string[]): { daily: (number | null)[]; met: number; known: number; overall: number | null } {
+  const byDay = new Map(m.releases.map((r) => [r.day, r]));
+  const met = m.releases.reduce((n, r) => n + r.sla_met, 0);
+  const known = m.releases.reduce((n, r) => n + r.sla_known, 0);
+  return {
+    daily: days.map((d) => {
+      const r = byDay.get(d);
+      return r ? percent(r.sla_met, r.sla_known) : null;
+    }),
+    met,
+    known,
+    overall: percent(met, known),
+  };
+}
+
+export type ReplyKind = "draft" | "edited" | "own";
+export const REPLY_LABEL: Record<ReplyKind, string> = {
+  draft: "Draft unchanged",
+  edited: "Draft edited",
+  own: "Expert's own text",
+};
+
+/** How the range's replies were made: counts and shares. */
+export function replyShares(m: Metrics): { kind: ReplyKind; count: number; share: number | null }[] {
+  const total = m.releases.reduce((n, r) => n + r.releases, 0);
+  return (["draft", "edited", "own"] as const).map((kind) => {
+    const count = m.releases.reduce((n, r) => n + r[kind], 0);
+    return { kind, count, share: percent(count, total) };
+  });
+}
+
+/** Releases per expert, most first, each with a name to show. */
+export function expertReleases(m: Metrics): { name: string; releases: number }[] {
+  return m.experts.map((e) => ({ name: e.display_name || e.email || "A former member", releases: e.releases }));
+}
+
+/** A wait in seconds as people read it: "45 s", "3.5 min", "2.1 h"; "—" for none. */
+export function seconds(value: number | null | undefined): string {
+  if (value === null || value === undefined) return "—";
+  if (value < 60) return `${Math.round(value)} s`;
+  if (value < 3600) return `${(value / 60).toFixed(1)} min`;
+  return `${(value / 3600).toFixed(1)} h`;
+}
+
+/** A day for axes and tables: "Mon 1 Dec". */
+export function dayLabel(day: string): string {
+  const t = dayValue(day);
+  if (Number.isNaN(t)) return day;
+  return new Date(t).toLocaleDateString("en-GB", { weekday: "short", day: "numeric", month: "short", timeZone: "UTC" });
+}
