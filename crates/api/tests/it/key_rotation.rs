@@ -270,7 +270,11 @@ async fn every_bytea_column_is_a_sealed_column() {
     let mut sealed: Vec<(String, String)> = SEALED_COLUMNS
         .iter()
         .map(|c| (c.table.to_owned(), c.column.to_owned()))
-        .chain(HASHES.iter().map(|(t, c)| ((*t).to_owned(), (*c).to_owned())))
+        .chain(
+            HASHES
+                .iter()
+                .map(|(t, c)| ((*t).to_owned(), (*c).to_owned())),
+        )
         .collect();
     sealed.sort();
     assert_eq!(
