@@ -4,5 +4,5 @@
 -- Redis only (crates/realtime/src/presence.rs) and needs no table; this file carries the one
 -- index the customer context needs. Built CONCURRENTLY so that the previous release keeps
 -- writing conversations while it builds (and therefore alone in a no-transaction migration).
-CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_customer_recent
+CREATE INDEX CONCURRENTLY conversations_customer_recent
     ON conversations (customer_id, updated_at DESC, id DESC);

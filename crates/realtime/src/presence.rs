@@ -202,6 +202,11 @@ impl Presence {
             return Err(Refusal::Unavailable);
         };
         let mut state = state.0.lock().await;
+        // A view that took the lock after the disconnect's cleanup would leave an entry
+        // for a closed socket.
+        if !socket.connected() {
+            return Err(Refusal::Unavailable);
+        }
         if let Some(current) = &state.viewing
             && current.conversation_id == request.conversation_id
         {
@@ -415,8 +420,10 @@ fn distinct_viewers(members: &[String]) -> Vec<Viewer> {
             name: e.name,
         })
         .collect();
-    viewers.sort_by(|a, b| a.name.cmp(&b.name).then(a.user_id.cmp(&b.user_id)));
+    // One per user (their sockets may carry names from before a rename), then by name.
+    viewers.sort_by_key(|v| v.user_id);
     viewers.dedup_by_key(|v| v.user_id);
+    viewers.sort_by(|a, b| a.name.cmp(&b.name).then(a.user_id.cmp(&b.user_id)));
     viewers
 }
 

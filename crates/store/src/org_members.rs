@@ -120,23 +120,25 @@ pub async fn set_role<'e>(
 
 /// Deactivates a member in `org_id` and bumps their token version in one statement (every
 /// token they hold stops working; their other orgs stay theirs at the next login). Again on a
-/// deactivated member keeps the first time. `false` when they are not a member.
+/// deactivated member changes nothing (a retry must not end their other orgs' sessions
+/// again). `false` when they are not a member.
 pub async fn deactivate<'e>(
     db: impl PgExecutor<'e>,
     org_id: Uuid,
     user_id: Uuid,
 ) -> Result<bool, StoreError> {
-    let changed = sqlx::query(
-        "WITH m AS (UPDATE org_members SET deactivated_at = COALESCE(deactivated_at, now())
-                    WHERE org_id = $1 AND user_id = $2 RETURNING user_id)
-         UPDATE users SET token_version = token_version + 1 WHERE id IN (SELECT user_id FROM m)",
+    Ok(sqlx::query_scalar(
+        "WITH m AS (UPDATE org_members SET deactivated_at = now()
+                    WHERE org_id = $1 AND user_id = $2 AND deactivated_at IS NULL
+                    RETURNING user_id),
+              v AS (UPDATE users SET token_version = token_version + 1
+                    WHERE id IN (SELECT user_id FROM m))
+         SELECT EXISTS (SELECT 1 FROM org_members WHERE org_id = $1 AND user_id = $2)",
     )
     .bind(org_id)
     .bind(user_id)
-    .execute(db)
-    .await?
-    .rows_affected();
-    Ok(changed > 0)
+    .fetch_one(db)
+    .await?)
 }
 
 /// Lets a deactivated member back into `org_id` (at their next login). `false` when they are

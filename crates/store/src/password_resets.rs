@@ -57,8 +57,13 @@ pub async fn take(
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(user_id) = taken {
+        // Links another confirmation holds are skipped rather than waited for: two links
+        // of one user confirmed at once would otherwise deadlock, and that one marks its own.
         sqlx::query(
-            "UPDATE password_resets SET used_at = now() WHERE user_id = $1 AND used_at IS NULL",
+            "UPDATE password_resets SET used_at = now()
+             WHERE token_sha256 IN (
+               SELECT token_sha256 FROM password_resets
+               WHERE user_id = $1 AND used_at IS NULL FOR UPDATE SKIP LOCKED)",
         )
         .bind(user_id)
         .execute(&mut *tx)

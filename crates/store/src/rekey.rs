@@ -93,24 +93,24 @@ pub async fn census(pool: &PgPool) -> Result<Census, StoreError> {
     Ok(census)
 }
 
-/// Stored secrets from before key ids that none of `cipher`'s keys opens (a key id names
-/// its key; these must be tried). Reads only rows without a header, which the first
-/// re-encryption leaves none of.
-pub async fn unreadable_legacy(pool: &PgPool, cipher: &SecretCipher) -> Result<i64, StoreError> {
+/// Of the first `sample` stored secrets from before key ids in each column, how many none
+/// of `cipher`'s keys opens (a key id names its key; these must be tried). A missing key
+/// fails every row it wrote, so a sample finds it without decrypting a whole table at every
+/// start; `admin reencrypt` reads them all.
+pub async fn unreadable_legacy(
+    pool: &PgPool,
+    cipher: &SecretCipher,
+    sample: i64,
+) -> Result<i64, StoreError> {
     let mut unreadable = 0;
     for column in SEALED_COLUMNS {
-        let mut after = Uuid::nil();
-        loop {
-            let rows = legacy_batch(pool, column, after, 1000).await?;
-            let Some((last, _)) = rows.last() else { break };
-            after = *last;
-            unreadable += rows
-                .iter()
-                .filter(|(id, stored)| {
-                    KeyId::in_header(stored).is_none() && cipher.open(*id, stored).is_err()
-                })
-                .count() as i64;
-        }
+        let rows = legacy_batch(pool, column, Uuid::nil(), sample).await?;
+        unreadable += rows
+            .iter()
+            .filter(|(id, stored)| {
+                KeyId::in_header(stored).is_none() && cipher.open(*id, stored).is_err()
+            })
+            .count() as i64;
     }
     Ok(unreadable)
 }

@@ -373,18 +373,22 @@ pub async fn bump_token_version<'e>(
 }
 
 /// Sets `user_id`'s password hash and bumps their token version, ending every session they
-/// hold; the new version (for a fresh token), `None` when the user does not exist.
+/// hold; the new version (for a fresh token), `None` when the user does not exist or, with
+/// `expected_version`, when the version moved since the caller read it.
 pub async fn set_password<'e>(
     db: impl PgExecutor<'e>,
     user_id: Uuid,
     password_hash: &str,
+    expected_version: Option<i64>,
 ) -> Result<Option<i64>, StoreError> {
     Ok(sqlx::query_scalar(
         "UPDATE users SET password_hash = $2, token_version = token_version + 1
-         WHERE id = $1 RETURNING token_version",
+         WHERE id = $1 AND ($3::bigint IS NULL OR token_version = $3)
+         RETURNING token_version",
     )
     .bind(user_id)
     .bind(password_hash)
+    .bind(expected_version)
     .fetch_optional(db)
     .await?)
 }

@@ -93,26 +93,11 @@ async fn login(
     if email.is_empty() || body.password.is_empty() {
         return Err(ApiError::validation("email and password are required"));
     }
-    let email_sha256 = hex::encode(Sha256::digest(email.as_bytes()));
-    // Failures are what count, charged once the password was checked (keys hold a hash of
-    // the email, never the text anyone typed): per email and address, so another address
-    // hammering an email never locks its owner out, and per email alone, looser, only for
-    // addresses that have been failing themselves.
-    let pair = format!("{email_sha256}:{address}");
-    if let Some(verdict) = limiter.peek("login_failures", &pair).await
-        && !verdict.allowed
-    {
-        return Ok(crate::protection::too_many(&verdict));
-    }
-    let failing = format!("login:failing:{address}");
-    // Redis away reads as "not failing": the email-only backstop is skipped, the per-pod
-    // fallback of the other limits still holds.
-    if state.redis.flagged(&failing).await.unwrap_or(false)
-        && let Some(verdict) = limiter.peek("login_email", &email_sha256).await
-        && !verdict.allowed
-    {
-        return Ok(crate::protection::too_many(&verdict));
-    }
+    let attempt = match PasswordAttempt::start(&state, &email, &address).await {
+        Ok(attempt) => attempt,
+        Err(refused) => return Ok(refused),
+    };
+    let email_sha256 = attempt.email_sha256.clone();
     let _turn = hashing_turn().await?;
 
     let found = users::find_for_login(&state.db, &email).await?;
@@ -168,16 +153,10 @@ async fn login(
         ));
     }
     let Some(record) = record.filter(|_| ok) else {
-        limiter.charge("login_failures", &pair).await;
-        limiter.charge("login_email", &email_sha256).await;
-        if let Err(e) = state.redis.flag(&failing, FAILING_FOR).await {
-            tracing::debug!(error = %e, "could not mark an address as failing logins");
-        }
+        attempt.failed(&state).await;
         return Err(ApiError::unauthorized("invalid email or password"));
     };
-    // A successful login clears this address's failures for the email (not the email's own
-    // count, which other addresses' failures fill); losing this reset only delays it.
-    limiter.reset("login_failures", &pair).await;
+    attempt.succeeded(&state).await;
     let (token, expires_at) = state
         .jwt
         .issue(record.user.id, record.token_version)
@@ -288,5 +267,70 @@ fn actor<'a>(caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
         org_id: None,
         user_id: Some(caller.user_id),
         request_id,
+    }
+}
+
+/// The per-email limits on checking an account's password by its email, for login and
+/// for anything else that does (accepting an invitation for an existing account).
+/// Failures are what count, charged once the password was checked (keys hold a hash of the
+/// email, never the text anyone typed): per email and address, so another address
+/// hammering an email never locks its owner out, and per email alone, looser, only for
+/// addresses that have been failing themselves.
+pub(crate) struct PasswordAttempt {
+    pub(crate) email_sha256: String,
+    pair: String,
+    failing: String,
+}
+
+impl PasswordAttempt {
+    /// Refused (`Err`, the 429 to answer) before anything is hashed when `address` is over
+    /// its failures for `email`, or is failing and the email is over its backstop.
+    pub(crate) async fn start(
+        state: &AppState,
+        email: &str,
+        address: &str,
+    ) -> Result<Self, Response> {
+        let limiter = &state.protection.limiter;
+        let email_sha256 = hex::encode(Sha256::digest(email.as_bytes()));
+        let pair = format!("{email_sha256}:{address}");
+        if let Some(verdict) = limiter.peek("login_failures", &pair).await
+            && !verdict.allowed
+        {
+            return Err(crate::protection::too_many(&verdict));
+        }
+        let failing = format!("login:failing:{address}");
+        // Redis away reads as "not failing": the email-only backstop is skipped, the
+        // per-pod fallback of the other limits still holds.
+        if state.redis.flagged(&failing).await.unwrap_or(false)
+            && let Some(verdict) = limiter.peek("login_email", &email_sha256).await
+            && !verdict.allowed
+        {
+            return Err(crate::protection::too_many(&verdict));
+        }
+        Ok(Self {
+            email_sha256,
+            pair,
+            failing,
+        })
+    }
+
+    /// A wrong password: charged to both limits, and the address marked failing.
+    pub(crate) async fn failed(&self, state: &AppState) {
+        let limiter = &state.protection.limiter;
+        limiter.charge("login_failures", &self.pair).await;
+        limiter.charge("login_email", &self.email_sha256).await;
+        if let Err(e) = state.redis.flag(&self.failing, FAILING_FOR).await {
+            tracing::debug!(error = %e, "could not mark an address as failing logins");
+        }
+    }
+
+    /// The right password clears this address's failures for the email (not the email's
+    /// own count, which other addresses' failures fill); losing this reset only delays it.
+    pub(crate) async fn succeeded(&self, state: &AppState) {
+        state
+            .protection
+            .limiter
+            .reset("login_failures", &self.pair)
+            .await;
     }
 }

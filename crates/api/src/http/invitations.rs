@@ -7,7 +7,7 @@
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, RequestId};
-use crate::http::auth::{LoginResponse, hashing_turn};
+use crate::http::auth::{LoginResponse, PasswordAttempt, hashing_turn};
 use crate::http::passwords::{check_password, console_link, hash, limit_address};
 use crate::state::AppState;
 use axum::Extension;
@@ -304,7 +304,7 @@ async fn preview_invitation(
     headers: HeaderMap,
     body: Result<Json<TokenBody>, ApiError>,
 ) -> ApiResult<Response> {
-    if let Some(refused) = limit_address(&state, peer, &headers).await {
+    if let Err(refused) = limit_address(&state, peer, &headers).await {
         return Ok(refused);
     }
     let Json(body) = body?;
@@ -357,9 +357,10 @@ async fn accept_invitation(
     headers: HeaderMap,
     body: Result<Json<AcceptRequest>, ApiError>,
 ) -> ApiResult<Response> {
-    if let Some(refused) = limit_address(&state, peer, &headers).await {
-        return Ok(refused);
-    }
+    let address = match limit_address(&state, peer, &headers).await {
+        Ok(address) => address,
+        Err(refused) => return Ok(refused),
+    };
     let Json(body) = body?;
     let found = pending_invitation(&state, &body.token).await?;
     let invitation = found.invitation;
@@ -385,6 +386,12 @@ async fn accept_invitation(
                     "password: this address has an account; enter its current password",
                 ));
             }
+            // The account's password, checked under the same per-email limits as a login:
+            // an invitation link must not be a way around them.
+            let attempt = match PasswordAttempt::start(&state, &invitation.email, &address).await {
+                Ok(attempt) => attempt,
+                Err(refused) => return Ok(refused),
+            };
             let turn = hashing_turn().await?;
             let (password, stored) = (body.password, record.password_hash.clone());
             let ok =
@@ -393,10 +400,12 @@ async fn accept_invitation(
                     .map_err(ApiError::internal)?;
             drop(turn);
             if !ok {
+                attempt.failed(&state).await;
                 return Err(ApiError::unauthorized(
                     "this address has an account already: enter its current password",
                 ));
             }
+            attempt.succeeded(&state).await;
             if record.locked {
                 return Err(ApiError::new(
                     StatusCode::UNAUTHORIZED,

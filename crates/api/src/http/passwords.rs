@@ -48,7 +48,7 @@ pub(crate) async fn limit_address(
     state: &AppState,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: &HeaderMap,
-) -> Option<Response> {
+) -> Result<String, Response> {
     let ip = crate::protection::client_ip_of(
         &state.protection.proxies,
         peer.map(|Extension(ConnectInfo(p))| p),
@@ -56,8 +56,8 @@ pub(crate) async fn limit_address(
     );
     let address = crate::protection::address_key(ip);
     match state.protection.limiter.check("login_ip", &address).await {
-        Some(verdict) if !verdict.allowed => Some(crate::protection::too_many(&verdict)),
-        _ => None,
+        Some(verdict) if !verdict.allowed => Err(crate::protection::too_many(&verdict)),
+        _ => Ok(address),
     }
 }
 
@@ -112,7 +112,7 @@ async fn change_password(
     headers: HeaderMap,
     Json(body): Json<ChangePassword>,
 ) -> ApiResult<Response> {
-    if let Some(refused) = limit_address(&state, peer, &headers).await {
+    if let Err(refused) = limit_address(&state, peer, &headers).await {
         return Ok(refused);
     }
     // Wrong guesses at the current password count like failed logins, per user.
@@ -124,7 +124,7 @@ async fn change_password(
         return Ok(crate::protection::too_many(&verdict));
     }
     check_password("new_password", &body.new_password)?;
-    let (stored, _) = users::password_of(&state.db, caller.user_id)
+    let (stored, read_version) = users::password_of(&state.db, caller.user_id)
         .await?
         .ok_or_else(|| ApiError::unauthorized("user no longer exists"))?;
     let turn = hashing_turn().await?;
@@ -147,9 +147,17 @@ async fn change_password(
     };
     limiter.reset("login_failures", &failures).await;
     let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let version = users::set_password(&mut *tx, caller.user_id, &new_hash)
+    // Only over the password that was checked: a reset or another change that committed
+    // meanwhile bumped the version, and this request must not undo it.
+    let version = users::set_password(&mut *tx, caller.user_id, &new_hash, Some(read_version))
         .await?
-        .ok_or_else(|| ApiError::unauthorized("user no longer exists"))?;
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "token_revoked",
+                "the password changed meanwhile; log in again",
+            )
+        })?;
     audit::record(
         &mut *tx,
         own(caller.user_id, request_id.as_deref()),
@@ -191,7 +199,7 @@ async fn request_password_reset(
     headers: HeaderMap,
     body: Result<Json<ResetRequest>, ApiError>,
 ) -> ApiResult<Response> {
-    if let Some(refused) = limit_address(&state, peer, &headers).await {
+    if let Err(refused) = limit_address(&state, peer, &headers).await {
         return Ok(refused);
     }
     let Json(body) = body?;
@@ -281,7 +289,7 @@ async fn confirm_password_reset(
     headers: HeaderMap,
     body: Result<Json<ResetConfirm>, ApiError>,
 ) -> ApiResult<Response> {
-    if let Some(refused) = limit_address(&state, peer, &headers).await {
+    if let Err(refused) = limit_address(&state, peer, &headers).await {
         return Ok(refused);
     }
     let Json(body) = body?;
@@ -292,7 +300,7 @@ async fn confirm_password_reset(
         Ok(user_id) => user_id,
         Err(refusal) => return Err(refused(refusal)),
     };
-    let version = users::set_password(&mut *tx, user_id, &new_hash)
+    let version = users::set_password(&mut *tx, user_id, &new_hash, None)
         .await?
         .ok_or_else(|| refused(Refusal::Unknown))?;
     audit::record(

@@ -84,6 +84,9 @@ async fn server_budget(
     }
 }
 
+/// Stored secrets from before key ids tried at start, per column.
+const LEGACY_SAMPLE: i64 = 200;
+
 /// Every stored secret is under a key this pod has (see `switchboard_store::rekey`): a key
 /// removed too early would otherwise show only later, as webhooks refused and replies dead
 /// one by one. Postgres away (or not migrated yet) is only logged; `/ready` reports it.
@@ -95,7 +98,7 @@ async fn stored_keys(config: &Config, db: &PgPool) -> Vec<String> {
         let census = rekey::census(db).await?;
         let legacy = match census.legacy {
             0 => 0,
-            _ => rekey::unreadable_legacy(db, &cipher).await?,
+            _ => rekey::unreadable_legacy(db, &cipher, LEGACY_SAMPLE).await?,
         };
         Ok::<_, StoreError>((census.unknown(&cipher), legacy))
     })
@@ -132,7 +135,7 @@ async fn stored_keys(config: &Config, db: &PgPool) -> Vec<String> {
     }
     if legacy > 0 {
         out.push(format!(
-            "{legacy} stored secret(s) from before key ids open with none of the keys in {var}: add the key they were written with"
+            "{legacy} stored secret(s) from before key ids (of the first {LEGACY_SAMPLE} checked) open with none of the keys in {var}: add the key they were written with"
         ));
     }
     out

@@ -107,7 +107,9 @@ async fn presence_crosses_pods_clears_on_disconnect_and_stays_in_the_org() {
 
     // Bad payloads are refused and change nothing: not an object, not a uuid, an unknown
     // field, a conversation that does not exist, another org's conversation.
-    let prober = connect_with(b, &watcher.token).await;
+    // The prober is a user of its own, so an entry a bad payload added would show as one.
+    let prober_member = app.member(Some(org.id), Role::Expert).await;
+    let prober = connect_with(b, &prober_member.token).await;
     for bad in [
         json!("nonsense"),
         json!({ "conversation_id": "not-a-uuid" }),
@@ -122,14 +124,21 @@ async fn presence_crosses_pods_clears_on_disconnect_and_stays_in_the_org() {
         assert_eq!(ack["ok"], false, "{bad} → {ack}");
         assert!(ack["error"].is_string(), "{ack}");
     }
-    // A valid view from the prober shows only the two real viewers: nothing was added.
+    // Nothing was added: the viewer is still alone on the conversation (the other org's
+    // conversation is checked below).
+    let ack = viewing_sock
+        .ask("viewing", json!({ "conversation_id": conversation }))
+        .await
+        .unwrap();
+    assert_eq!(ids(&ack["viewers"]), vec![json!(viewer.id)], "{ack}");
+    // A valid view from the prober shows the viewer and the prober.
     let ack = prober
         .ask("viewing", json!({ "conversation_id": conversation }))
         .await
         .unwrap();
     let mut got = ids(&ack["viewers"]);
     got.sort_by_key(Value::to_string);
-    let mut want = vec![json!(viewer.id), json!(watcher.id)];
+    let mut want = vec![json!(viewer.id), json!(prober_member.id)];
     want.sort_by_key(Value::to_string);
     assert_eq!(got, want, "{ack}");
     // Leaving takes the prober out at once (asking again reads the viewers, announcing
@@ -161,6 +170,11 @@ async fn presence_crosses_pods_clears_on_disconnect_and_stays_in_the_org() {
         .await
         .unwrap();
     assert_eq!(ack["ok"], true);
+    assert_eq!(
+        ids(&ack["viewers"]),
+        vec![json!(outsider.id)],
+        "the prober's refused view of this conversation added nothing: {ack}"
+    );
     assert_eq!(
         outside.ask("stopped_viewing", json!({})).await.unwrap()["ok"],
         true
