@@ -27,7 +27,12 @@
 # baselines have no workers either; what a probe accepted (every side's stored events,
 # queue entries and dedup keys) is removed after it, so no probe runs against the backlog
 # of the ones before. BENCH_WORKERS=1 measures the whole product (the pods process what
-# they accept) and waits for Switchboard's inbox to drain after every probe.
+# they accept) and waits for Switchboard's inbox to drain after every probe; node-durable
+# then runs the peer's two `worker.js` processes as well (the same processing per event:
+# ../shared/bench/node-baseline/README.md) and waits for its inbox in turn. Each probe's
+# line then carries the backlog it left (`backlog_after`): a rate passes only if its p99
+# holds and the backlog stays under 2 seconds' worth of it, so the capacity found is a
+# sustainable rate, not a burst the queue absorbed.
 #
 # Usage: scripts/bench-ingest.sh            (brings the stack up with dev-up if needed)
 # Env:   BENCH_ROUNDS (3), BENCH_TARGET_MS (50), BENCH_START (1000), BENCH_STEPS (3),
@@ -115,6 +120,7 @@ psql_dev "SELECT 1 FROM pg_database WHERE datname = 'node_baseline'" postgres | 
   psql_dev "CREATE DATABASE node_baseline" postgres >/dev/null
 stop_baselines() {
   local port pid side
+  for pid in $(pgrep -f "node worker.js" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
   for side in "${!NODE_PORTS[@]}"; do
     for port in ${NODE_PORTS[$side]}; do
       for pid in $(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
@@ -153,6 +159,19 @@ for side in "${!NODE_PORTS[@]}"; do
     scripts/haproxy.cfg.tmpl >"$BENCH/haproxy-$side.cfg"
   haproxy -f "$BENCH/haproxy-$side.cfg" -D -p "$BENCH/haproxy-$side.pid"
 done
+# The peer's processing, one process after another (each creates its schema on start).
+if [ "$WORKERS" = 1 ] && [[ " $SIDES " == *" node-durable "* ]]; then
+  for n in 1 2; do
+    (cd "$BENCH/node-baseline" && REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
+      DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/node_baseline" \
+      AGENT_URL="http://127.0.0.1:${SB_DEMO_PORT:-4010}/agent/v1/chat" \
+      setsid nohup node worker.js >"$BENCH/node-worker-$n.log" 2>&1 &)
+    for _ in $(seq 150); do
+      grep -q "baseline worker" "$BENCH/node-worker-$n.log" 2>/dev/null && break
+      sleep 0.2
+    done
+  done
+fi
 for side in "${!NODE_LB[@]}"; do
   for _ in $(seq 100); do
     curl -fsS "http://127.0.0.1:${NODE_LB[$side]}/health" >/dev/null 2>&1 && break
@@ -190,11 +209,24 @@ service_of() {
 # probes and on the durable sides most. So what the accept path stored is removed instead,
 # for every side alike: Switchboard's inbox rows, inbound queue and dedup keys; the
 # baselines' table, BullMQ queue and dedup keys.
+backlog_now() {
+  case $1 in
+    switchboard) psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL" ;;
+    node-durable) psql_dev "SELECT count(*) FROM baseline_inbound_events WHERE processed_at IS NULL" node_baseline ;;
+    *) echo 0 ;;
+  esac
+}
 between_probes() {
   if [ "$WORKERS" = 1 ]; then
-    while [ "$(psql_dev "SELECT count(*) FROM inbound_events WHERE processed_at IS NULL")" -gt 0 ]; do
+    while [ "$(psql_dev "SELECT EXISTS (SELECT 1 FROM inbound_events WHERE processed_at IS NULL)")" = t ]; do
       sleep 1
     done
+    if [[ " $SIDES " == *" node-durable "* ]]; then
+      while [ "$(psql_dev "SELECT EXISTS (SELECT 1 FROM baseline_inbound_events WHERE processed_at IS NULL)" node_baseline)" = t ]; do
+        sleep 1
+      done
+      psql_dev "TRUNCATE baseline_inbound_events" node_baseline >/dev/null 2>&1 || true
+    fi
     return 0
   fi
   psql_dev "TRUNCATE inbound_events" >/dev/null
@@ -210,14 +242,18 @@ between_probes() {
 # One open-loop probe; prints the loadgen's JSON with the side, round and verdict added.
 probe() {
   local side=$1 round=$2 rate=$3
-  "$LOADGEN" --url "$(url_of "$side")" --secret "$(secret_of "$side")" --rate "$rate" \
-    --seconds "$PROBE_SECONDS" --conns "$CONNS" |
-    python3 -c "
+  local report backlog=null
+  report=$("$LOADGEN" --url "$(url_of "$side")" --secret "$(secret_of "$side")" --rate "$rate" \
+    --seconds "$PROBE_SECONDS" --conns "$CONNS")
+  [ "$WORKERS" != 1 ] || backlog=$(backlog_now "$side")
+  python3 -c "
 import json, sys
-d = json.load(sys.stdin)
-d.update(target='$side', round=$round, kind='probe',
-         passed=d['errors'] == 0 and d['p99_ms'] is not None and d['p99_ms'] <= $TARGET_MS)
-print(json.dumps(d))" | tee -a "$OUT"
+d = json.loads(sys.argv[1])
+backlog = $backlog
+d.update(target='$side', round=$round, kind='probe', backlog_after=backlog,
+         passed=d['errors'] == 0 and d['p99_ms'] is not None and d['p99_ms'] <= $TARGET_MS
+                and (backlog is None or backlog <= 2 * $rate))
+print(json.dumps(d))" "$report" | tee -a "$OUT"
   between_probes
   sleep 2
 }

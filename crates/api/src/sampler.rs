@@ -102,6 +102,9 @@ pub fn spawn(state: AppState) {
 async fn sample(state: &AppState, adapter_down: &AtomicBool) {
     let inbound = sample_queue(&state.inbound.queue_ref()).await;
     let outbound = sample_queue(&state.flows.outbound.queue_ref()).await;
+    if let Some(waiting) = inbound {
+        state.flows.load.set_backlog(waiting);
+    }
     // A queue Redis cannot count keeps its last figure.
     state.protection.pressure.set_depths(
         inbound.unwrap_or_else(|| state.protection.pressure.depths().0),

@@ -102,6 +102,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             alerts: alerts.clone(),
             waiting_threshold: config.alerts.queue_waiting,
             failed_threshold: config.alerts.queue_failed,
+            inbound: state.inbound.queue_ref(),
         }),
         Arc::new(ReportJob {
             db: db.clone(),

@@ -175,9 +175,22 @@ settings! {
             /// coming due, and pushes announced while its notification subscription was down.
             /// Every push wakes the workers of every pod at once.
             queue_poll: Duration = Millis("QUEUE_POLL_MS"),
+            /// Inbound jobs one pod runs at once (`WORKER_CONCURRENCY=0` still runs none). A
+            /// job spends most of its time waiting for the agent and for the pod's shared
+            /// statements, so many at once cost little, and every statement then carries
+            /// more events.
+            inbound_concurrency: usize = Value("INBOUND_CONCURRENCY"),
             /// Webhooks in flight on a pod at which its jobs give way to the accept path and
-            /// do their database work one at a time; 0 never gives way.
+            /// do their database work one at a time; 0 never gives way. They stop giving
+            /// way while the inbound backlog is at `PACING_BACKLOG`.
             accept_priority_in_flight: usize = Value("ACCEPT_PRIORITY_IN_FLIGHT"),
+            /// Waiting inbound jobs (as the sampler last counted them) at which a pod paces
+            /// its webhooks by its processing; 0 never paces.
+            pacing_backlog: usize = Value("PACING_BACKLOG"),
+            /// While pacing, webhooks a pod accepts per event it processes; 0 never paces.
+            accept_per_processed: usize = Value("ACCEPT_PER_PROCESSED"),
+            /// Longest a paced webhook waits for its turn before it is accepted anyway.
+            pacing_max_wait: Duration = Millis("PACING_MAX_WAIT_MS"),
         },
         /// Inbound events: the inbox, its sweeper and its retries.
         inbox: Inbox {

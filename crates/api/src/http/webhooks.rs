@@ -130,6 +130,8 @@ async fn receive(
     // Counted from here, once the signature holds: the pod's workers give way while many
     // genuine webhooks are being committed, and forged or unknown requests never make them.
     let _in_flight = state.flows.load.enter();
+    // Once accepting has outrun processing, the webhook waits for its share (`pressure`).
+    state.flows.load.pace().await;
 
     let scope = format!("{channel}:{connection_id}:{}", event.dedup_key);
     let has_message = event.message.is_some();

@@ -23,7 +23,7 @@ use switchboard_flows::inbound::EmailBodies;
 use switchboard_flows::inbound::{self, InboxPolicy};
 use switchboard_flows::intake::Intake;
 use switchboard_jobs::alerts::{Alerts, Routes};
-use switchboard_jobs::pressure::AcceptLoad;
+use switchboard_jobs::pressure::{AcceptLoad, PacingPolicy};
 use switchboard_jobs::queue::{InboundQueue, OutboundQueue};
 use switchboard_realtime::{self as realtime, Realtime, RealtimeError, TokenClaims, TokenError};
 use switchboard_store::StoreError;
@@ -125,7 +125,7 @@ impl App {
             emitter: realtime.emitter(),
             inbox_lease,
             inbox_policy: inbox_policy(&config),
-            load: AcceptLoad::new(config.workers.accept_priority_in_flight),
+            load: AcceptLoad::new(config.workers.accept_priority_in_flight, pacing(&config)),
             email_bodies: EmailBodies::new(config.channels.resend_api_base.clone(), cipher.clone()),
             outbound: OutboundQueue::outbound(&redis).with_poll(queue_poll),
             dispatch: Dispatcher::new(&config, cipher.clone())
@@ -221,4 +221,17 @@ fn workers_identity(config: &Config) -> String {
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..6]
     )
+}
+
+/// The pod's pacing: only a pod that processes can pace its webhooks by its processing.
+fn pacing(config: &Config) -> PacingPolicy {
+    let workers = &config.workers;
+    if workers.concurrency == 0 || workers.inbound_concurrency == 0 {
+        return PacingPolicy::OFF;
+    }
+    PacingPolicy {
+        backlog_at: workers.pacing_backlog,
+        per_processed: workers.accept_per_processed,
+        max_wait: workers.pacing_max_wait,
+    }
 }

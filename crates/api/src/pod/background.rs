@@ -29,7 +29,7 @@ pub(super) fn spawn(state: &AppState) {
             &state.inbound,
             state.flows.clone(),
             identity.clone(),
-            config.workers.concurrency,
+            config.workers.inbound_concurrency,
             token.clone(),
             tracker,
         );

@@ -236,6 +236,67 @@ async fn the_queue_alert_opens_on_a_backlog_and_resolves_when_it_drains() {
 }
 
 #[tokio::test]
+async fn a_fast_growing_backlog_opens_the_queue_alert_before_it_reaches_the_threshold() {
+    let app = TestApp::builder()
+        .no_workers()
+        .env("ALERT_QUEUE_WAITING", "1000")
+        .env("SCHEDULE_QUEUE_ALERT", "@every 1s")
+        .build()
+        .await;
+    let pod = app.pod(0);
+    let org = app.org().await;
+    let hook = org.webhook("slack");
+    let incident = |status: &'static str| {
+        let db = &app.db;
+        async move {
+            let pool = db.pool().await;
+            let row: Option<Value> = sqlx::query_scalar(
+                "SELECT details FROM alert_incidents WHERE kind = 'queue_backlog' AND status = $1",
+            )
+            .bind(status)
+            .fetch_optional(&pool)
+            .await
+            .expect("incident");
+            pool.close().await;
+            row
+        }
+    };
+    // About 50 webhooks a second: at that growth 1 000 are a minute away, while fewer
+    // than 1 000 wait.
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut sent = 0;
+    let details = loop {
+        tick.tick().await;
+        let signed = signing::slack_message("U1", &format!("1700000000.{sent:06}"), "hello");
+        assert_eq!(pod.send_webhook(&hook, &signed).await.0, 200);
+        sent += 1;
+        if sent % 25 == 0 {
+            if let Some(details) = incident("open").await {
+                break details;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no queue_backlog while the backlog grew to {sent}"
+        );
+    };
+    let waiting = details["waiting"].as_i64().expect("waiting");
+    assert!(waiting < 1000, "opened early: {details}");
+    assert!(
+        details["growth_per_second"].as_i64().expect("growth") > 0,
+        "{details}"
+    );
+    // The growth stops; with fewer than the threshold waiting, the incident resolves.
+    eventually(
+        "the queue_backlog resolved",
+        Duration::from_secs(15),
+        || incident("resolved"),
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a_dead_reply_emails_the_account_manager_once_and_an_admin_retry_resolves_it() {
     let app = TestApp::builder()
         .pods(2)

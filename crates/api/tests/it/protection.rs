@@ -284,3 +284,62 @@ async fn invented_methods_add_no_series() {
         "{methods:?}"
     );
 }
+
+/// Once a backlog has formed, a webhook waits for a credit that processing mints; with
+/// processing stalled (the agent hangs) it waits `PACING_MAX_WAIT_MS` and is still accepted
+/// and stored.
+#[tokio::test]
+async fn with_a_backlog_and_processing_stalled_a_webhook_waits_its_longest_and_is_stored() {
+    let agent = switchboard_testing::fakes::agent_answering(
+        wiremock::ResponseTemplate::new(200).set_delay(Duration::from_secs(30)),
+    )
+    .await;
+    let app = TestApp::builder()
+        .agent(agent)
+        .env("INBOUND_CONCURRENCY", "1")
+        .env("PACING_BACKLOG", "2")
+        .env("ACCEPT_PER_PROCESSED", "1")
+        .env("PACING_MAX_WAIT_MS", "400")
+        .env("BACKPRESSURE_SAMPLE_MS", "50")
+        .build()
+        .await;
+    let (pod, db) = (app.pod(0), &app.db);
+    let hook = app.org().await.webhook("slack");
+    let send = |i: usize| {
+        let signed = switchboard_testing::signing::slack_message(
+            "U1",
+            &format!("1700000000.{i:06}"),
+            "hello",
+        );
+        let hook = hook.clone();
+        async move { pod.send_webhook(&hook, &signed).await.0 }
+    };
+    // One event held by the only job (its agent call hangs), the rest wait in the queue.
+    for i in 0..4 {
+        assert_eq!(send(i).await, 200);
+    }
+    try_eventually(Duration::from_secs(10), || async {
+        pod.metrics()
+            .await
+            .lines()
+            .any(|l| l == "webhooks_pacing 1")
+            .then_some(())
+    })
+    .await
+    .expect("the pod paces once the backlog is at PACING_BACKLOG");
+    let started = Instant::now();
+    assert_eq!(send(4).await, 200, "a paced webhook is still accepted");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
+        "waited {waited:?}"
+    );
+    assert!(
+        pod.metrics()
+            .await
+            .lines()
+            .any(|l| l.starts_with("webhooks_pacing_timed_out_total ")),
+        "the wait that ran out is counted"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM inbound_events").await, 5);
+}

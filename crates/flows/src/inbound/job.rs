@@ -16,6 +16,12 @@ async fn handle(job: InboundJob, deps: Data<Deps>) -> Result<(), super::JobError
     match super::process(&deps, job.event_id).await {
         Ok(outcome) => {
             tracing::debug!(event_id = %job.event_id, ?outcome, "inbound job done");
+            if !matches!(
+                outcome,
+                super::Outcome::HeldElsewhere | super::Outcome::Waiting
+            ) {
+                deps.load.processed(1);
+            }
             Ok(())
         }
         Err(e) => {
