@@ -28,6 +28,14 @@ lint:
 bench *args:
     scripts/bench-ingest.sh "$@"
 
+# The whole product (accept and process) against the Node peer, alternating rounds.
+bench-e2e:
+    scripts/bench-e2e.sh
+
+# The Postgres floor: a processed event's rows with the fewest statements.
+bench-floor:
+    scripts/bench-floor.sh
+
 # Backlog drain benchmark.
 bench-drain:
     scripts/bench-drain.sh

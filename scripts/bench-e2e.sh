@@ -66,7 +66,12 @@ fi
 for side in $SIDES; do
   case $side in
     switchboard | node-peer) ;;
-    base) [ -x "${BENCH_BASE_BIN:-}" ] || die "the base side needs BENCH_BASE_BIN (a switchboard binary)" ;;
+    base)
+      [ -x "${BENCH_BASE_BIN:-}" ] || die "the base side needs BENCH_BASE_BIN (a switchboard binary)"
+      # dev-up tells its pods by their process name.
+      [ "$(basename "$BENCH_BASE_BIN")" = switchboard ] ||
+        die "BENCH_BASE_BIN must be named switchboard (e.g. /tmp/base/<commit>/switchboard)"
+      ;;
     *) die "BENCH_SIDES: unknown side $side" ;;
   esac
 done
@@ -96,7 +101,10 @@ peer_pids=()
 worker_pids=()
 stop_peer() {
   local pid
-  for pid in "${peer_pids[@]}" "${worker_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${peer_pids[@]}" "${worker_pids[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
   if [ -f "$BENCH/haproxy-peer.pid" ]; then kill "$(cat "$BENCH/haproxy-peer.pid")" 2>/dev/null || true; fi
 }
 cleanup() {
@@ -123,16 +131,12 @@ start_peer_workers() {
     started "$BENCH/peer-worker-$n.log" "baseline worker"
   done
 }
-# SIGTERM: a worker finishes the jobs it holds, then exits.
-stop_peer_workers() {
-  local pid
-  for pid in "${worker_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${worker_pids[@]}"; do
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  done
-  worker_pids=()
-}
 if [[ " $SIDES " == *" node-peer "* ]]; then
+  # The peer starts empty: what an earlier, interrupted run left in its queue would be
+  # processed by the first worker while the second creates its schema, and deadlock it.
+  redis-cli -p "$REDIS_PORT" --scan --pattern 'bull:channel-inbound:*' |
+    xargs -r -n 1000 redis-cli -p "$REDIS_PORT" unlink >/dev/null
+  psql_dev "TRUNCATE baseline_inbound_events" node_baseline >/dev/null 2>&1 || true
   for port in "${PEER_SERVERS[@]}"; do
     (cd "$BENCH/node-baseline" && exec env PORT="$port" REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
       DATABASE_URL="$PEER_DB" SLACK_SIGNING_SECRET=test-signing-secret \
@@ -203,16 +207,18 @@ roles() {
 }
 
 # Starts and stops a side's processing (its workers), for the drain measurement.
+# The peer's workers are frozen (SIGSTOP) rather than restarted: a worker creates its schema
+# on start, and its ALTER TABLE deadlocks with the other worker's jobs once a backlog waits.
 workers_off() {
   case $1 in
     switchboard) SB_BIN="$THIS_BIN" restart_pods RATE_LIMIT_WEBHOOK_SLACK=off "${POD_ENV[@]}" WORKER_CONCURRENCY=0 ;;
     base) SB_BIN="$BENCH_BASE_BIN" restart_pods RATE_LIMIT_WEBHOOK_SLACK=off "${POD_ENV[@]}" WORKER_CONCURRENCY=0 ;;
-    node-peer) stop_peer_workers ;;
+    node-peer) kill -STOP "${worker_pids[@]}" ;;
   esac
 }
 workers_on() {
   case $1 in
-    node-peer) start_peer_workers ;;
+    node-peer) kill -CONT "${worker_pids[@]}" ;;
     *) start_side "$1" ;;
   esac
 }

@@ -181,8 +181,8 @@ settings! {
             /// more events.
             inbound_concurrency: usize = Value("INBOUND_CONCURRENCY"),
             /// Webhooks in flight on a pod at which its jobs give way to the accept path and
-            /// do their database work one at a time; 0 never gives way. They stop giving
-            /// way while the inbound backlog is at `PACING_BACKLOG`.
+            /// do their database work one at a time; 0 (the default) never gives way. They
+            /// stop giving way while the inbound backlog is at `PACING_BACKLOG`.
             accept_priority_in_flight: usize = Value("ACCEPT_PRIORITY_IN_FLIGHT"),
             /// Waiting inbound jobs (as the sampler last counted them) at which a pod paces
             /// its webhooks by its processing; 0 never paces.

@@ -2,9 +2,12 @@
 //!
 //! A webhook must be answered within the provider's timeout (Slack gives 3 s, then retries
 //! and eventually disables the app); turning it into a draft may wait, because the event is
-//! already committed in the inbox. So while the backlog is small, accepting has priority:
-//! when many webhooks are in flight on a pod, its jobs do their database work one at a
-//! time instead of all at once, and the CPU and connections go to answering. A job waiting
+//! already committed in the inbox. So while the backlog is small, accepting may have
+//! priority (`ACCEPT_PRIORITY_IN_FLIGHT`, off by default): when that many webhooks are in
+//! flight on a pod, its jobs do their database work one at a time instead of all at once,
+//! and the CPU and connections go to answering. One job at a time processes fewer events
+//! than a moderate load brings, though, so by default jobs never give way and pacing alone
+//! protects the split. A job waiting
 //! for the agent holds no turn, so a slow agent never stalls the pod's processing. The pod
 //! counts as busy until it has been calm for [`CALM_AFTER`]: without that, workers would
 //! switch back to full concurrency in every lull of a sustained burst.
