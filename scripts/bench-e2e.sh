@@ -31,6 +31,8 @@
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
+# shellcheck source=scripts/lib-bench.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-bench.sh"
 cd "$ROOT"
 
 ROUNDS="${BENCH_ROUNDS:-2}"
@@ -50,19 +52,7 @@ PEER_SERVERS=(4105 4106)
 PEER_LB=8092
 read -r -a POD_ENV <<<"${BENCH_POD_ENV:-}"
 
-missing=()
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
-command -v pidstat >/dev/null || missing+=(sysstat)
-command -v python3 >/dev/null || missing+=(python3)
-command -v haproxy >/dev/null || missing+=(haproxy)
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "Installing ${missing[*]}"
-  sudo=""
-  is_root || sudo=sudo
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bench_tools
 for side in $SIDES; do
   case $side in
     switchboard | node-peer) ;;
@@ -75,26 +65,15 @@ for side in $SIDES; do
     *) die "BENCH_SIDES: unknown side $side" ;;
   esac
 done
-if [ "${SB_SKIP_BUILD:-0}" != 1 ] || [ ! -x "$LOADGEN" ]; then
-  log "Building sb-loadgen"
-  cargo build --release -q -p switchboard-loadgen
-fi
+bench_loadgen "$LOADGEN"
 
 scripts/dev-up.sh >/dev/null
 export SB_SKIP_BUILD=1
 [ "$(recorded_topology)" = plain ] || die "the Node peer speaks to the plain stack's Postgres and Redis: run on the plain topology"
 mkdir -p "$BENCH"
-psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "${2:-switchboard}" -Atc "$1"; }
 
 # --- the peer --------------------------------------------------------------------------------
-if [ ! -d "$BENCH/node-baseline/node_modules/pg" ] || [ ! -f "$BENCH/node-baseline/worker.js" ]; then
-  rm -rf "$BENCH/node-baseline"
-  cp -r "$BASELINE_SRC" "$BENCH/node-baseline"
-  chmod -R u+w "$BENCH/node-baseline"
-  (cd "$BENCH/node-baseline" && npm install --silent --no-audit --no-fund >/dev/null)
-fi
-psql_dev "SELECT 1 FROM pg_database WHERE datname = 'node_baseline'" postgres | grep -q 1 ||
-  psql_dev "CREATE DATABASE node_baseline" postgres >/dev/null
+bench_node_baseline "$BASELINE_SRC" "$BENCH/node-baseline"
 PEER_DB="postgres://postgres@127.0.0.1:$PG_PORT/node_baseline"
 AGENT_URL="http://127.0.0.1:${SB_DEMO_PORT:-4010}/agent/v1/chat"
 peer_pids=()

@@ -48,6 +48,8 @@
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/dev-lib.sh"
+# shellcheck source=scripts/lib-bench.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-bench.sh"
 cd "$ROOT"
 
 ROUNDS="${BENCH_ROUNDS:-3}"
@@ -68,24 +70,8 @@ LOADGEN="${CARGO_TARGET_DIR:-$ROOT/target}/release/sb-loadgen"
 declare -A NODE_PORTS=([node-redis]="4101 4102" [node-durable]="4103 4104")
 declare -A NODE_LB=([node-redis]=8090 [node-durable]=8091)
 
-# Only what is missing: a Node.js that did not come from Debian (NodeSource, nvm) must not
-# meet Debian's nodejs/npm packages.
-missing=()
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
-command -v pidstat >/dev/null || missing+=(sysstat)
-command -v python3 >/dev/null || missing+=(python3)
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "Installing ${missing[*]}"
-  sudo=""
-  is_root || sudo=sudo
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-if [ "${SB_SKIP_BUILD:-0}" != 1 ] || [ ! -x "$LOADGEN" ]; then
-  log "Building sb-loadgen"
-  cargo build --release -q -p switchboard-loadgen
-fi
+bench_tools
+bench_loadgen "$LOADGEN"
 
 scripts/dev-up.sh >/dev/null
 export SB_SKIP_BUILD=1
@@ -98,7 +84,6 @@ if [ "$TOPOLOGY" != plain ] && { [ "$WORKERS" != 1 ] || [ "$SIDES" != switchboar
 fi
 mkdir -p "$BENCH"
 : >"$OUT"
-psql_dev() { psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "${2:-switchboard}" -Atc "$1"; }
 
 # This run's pod settings: workers on or off, no webhook rate limit (its cost is measured
 # apart, see docs/PERFORMANCE.md) and no inbound backpressure (without workers the backlog
@@ -110,14 +95,7 @@ else
 fi
 
 # --- the baselines --------------------------------------------------------------------------
-if [ ! -d "$BENCH/node-baseline/node_modules/pg" ]; then
-  rm -rf "$BENCH/node-baseline"
-  cp -r "$BASELINE_SRC" "$BENCH/node-baseline"
-  chmod -R u+w "$BENCH/node-baseline"
-  (cd "$BENCH/node-baseline" && npm install --silent --no-audit --no-fund >/dev/null)
-fi
-psql_dev "SELECT 1 FROM pg_database WHERE datname = 'node_baseline'" postgres | grep -q 1 ||
-  psql_dev "CREATE DATABASE node_baseline" postgres >/dev/null
+bench_node_baseline "$BASELINE_SRC" "$BENCH/node-baseline"
 stop_baselines() {
   local port pid side
   for pid in $(pgrep -f "node worker.js" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done

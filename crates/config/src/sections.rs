@@ -175,7 +175,7 @@ settings! {
             /// coming due, and pushes announced while its notification subscription was down.
             /// Every push wakes the workers of every pod at once.
             queue_poll: Duration = Millis("QUEUE_POLL_MS"),
-            /// Inbound jobs one pod runs at once (`WORKER_CONCURRENCY=0` still runs none). A
+            /// Inbound jobs one pod runs at once; 0, or `WORKER_CONCURRENCY=0`, runs none. A
             /// job spends most of its time waiting for the agent and for the pod's shared
             /// statements, so many at once cost little, and every statement then carries
             /// more events.

@@ -25,14 +25,17 @@ pub(super) fn spawn(state: &AppState) {
             .flows
             .outbound
             .spawn_wake_listener(token.clone(), tracker);
-        inbound::spawn_workers(
-            &state.inbound,
-            state.flows.clone(),
-            identity.clone(),
-            config.workers.inbound_concurrency,
-            token.clone(),
-            tracker,
-        );
+        // INBOUND_CONCURRENCY=0 leaves this pod's inbound work to the others.
+        if config.workers.inbound_concurrency > 0 {
+            inbound::spawn_workers(
+                &state.inbound,
+                state.flows.clone(),
+                identity.clone(),
+                config.workers.inbound_concurrency,
+                token.clone(),
+                tracker,
+            );
+        }
         dispatch::spawn_workers(
             state.flows.clone(),
             identity.clone(),

@@ -9,7 +9,9 @@ use std::time::Duration;
 use switchboard_channels::alert_sinks::standard_webhooks_signature;
 use switchboard_domain::Role;
 use switchboard_domain::alerts::AlertKind;
-use switchboard_testing::{Call, Provider, TestApp, eventually, seed_item, signing, wait_outbox};
+use switchboard_testing::{
+    Call, Provider, TestApp, TestDb, eventually, seed_item, signing, wait_outbox,
+};
 use wiremock::ResponseTemplate;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -186,6 +188,20 @@ async fn only_admins_list_alerts_and_a_bad_query_is_refused() {
     assert_eq!((status, &body["alerts"]), (200, &json!([])));
 }
 
+/// The details of the `queue_backlog` incident in `status`, if there is one.
+async fn queue_backlog(db: &TestDb, status: &str) -> Option<Value> {
+    let pool = db.pool().await;
+    let row: Option<Value> = sqlx::query_scalar(
+        "SELECT details FROM alert_incidents WHERE kind = 'queue_backlog' AND status = $1",
+    )
+    .bind(status)
+    .fetch_optional(&pool)
+    .await
+    .expect("incident");
+    pool.close().await;
+    row
+}
+
 #[tokio::test]
 async fn the_queue_alert_opens_on_a_backlog_and_resolves_when_it_drains() {
     let app = TestApp::builder()
@@ -201,21 +217,7 @@ async fn the_queue_alert_opens_on_a_backlog_and_resolves_when_it_drains() {
         let signed = signing::slack_message("U1", &format!("1700000000.00010{i}"), "hello");
         assert_eq!(pod.send_webhook(&hook, &signed).await.0, 200);
     }
-    let incident = |status: &'static str| {
-        let db = &app.db;
-        async move {
-            let pool = db.pool().await;
-            let row: Option<Value> = sqlx::query_scalar(
-                "SELECT details FROM alert_incidents WHERE kind = 'queue_backlog' AND status = $1",
-            )
-            .bind(status)
-            .fetch_optional(&pool)
-            .await
-            .expect("incident");
-            pool.close().await;
-            row
-        }
-    };
+    let incident = |status: &'static str| queue_backlog(&app.db, status);
     let details = eventually("an open queue_backlog", Duration::from_secs(15), || {
         incident("open")
     })
@@ -246,21 +248,7 @@ async fn a_fast_growing_backlog_opens_the_queue_alert_before_it_reaches_the_thre
     let pod = app.pod(0);
     let org = app.org().await;
     let hook = org.webhook("slack");
-    let incident = |status: &'static str| {
-        let db = &app.db;
-        async move {
-            let pool = db.pool().await;
-            let row: Option<Value> = sqlx::query_scalar(
-                "SELECT details FROM alert_incidents WHERE kind = 'queue_backlog' AND status = $1",
-            )
-            .bind(status)
-            .fetch_optional(&pool)
-            .await
-            .expect("incident");
-            pool.close().await;
-            row
-        }
-    };
+    let incident = |status: &'static str| queue_backlog(&app.db, status);
     // About 50 webhooks a second: at that growth 1 000 are a minute away, while fewer
     // than 1 000 wait.
     let mut tick = tokio::time::interval(Duration::from_millis(20));
