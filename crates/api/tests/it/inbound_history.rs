@@ -58,6 +58,20 @@ async fn five_concurrent_messages_all_reach_history_summary() {
         1,
         "one live item per conversation"
     );
+    // The conversation's last activity is set by its messages' statements (with the time
+    // one of them was stored); storing a draft changes only the agent's context, an update
+    // that touches no indexed column.
+    let set_by_a_message: bool = sqlx::query_scalar(
+        "SELECT c.updated_at IN (SELECT m.created_at FROM messages m WHERE m.conversation_id = c.id)
+         FROM conversations c",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        set_by_a_message,
+        "a draft moved the conversation's updated_at"
+    );
 }
 
 /// A provider message that arrives again in another event (a new event id, the same

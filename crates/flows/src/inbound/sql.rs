@@ -183,7 +183,10 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
            FROM input ORDER BY conversation_id
            ON CONFLICT (message_id) DO NOTHING RETURNING id
          ), history AS (
-           UPDATE conversations SET updated_at = now(), agent_context = {append}
+           -- Only the agent's context changes: `updated_at` (the conversation's last
+           -- activity, which the consoles' lists order by) moved with the message this
+           -- draft answers. Leaving every indexed column alone makes this update HOT.
+           UPDATE conversations SET agent_context = {append}
            FROM (SELECT * FROM input WHERE draft_id IN (SELECT id FROM draft)
                  ORDER BY conversation_id) i
            WHERE conversations.id = i.conversation_id RETURNING conversations.id
@@ -208,16 +211,21 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                  AND (a.created_at, a.id) >= (m.created_at, m.id))
            ORDER BY i.conversation_id
            ON CONFLICT (conversation_id) WHERE status <> 'resolved' DO UPDATE SET
-             draft_id = CASE WHEN {newer} THEN EXCLUDED.draft_id ELSE expert_queue.draft_id END,
-             draft_message_id = CASE WHEN {newer} THEN EXCLUDED.draft_message_id
-                                     ELSE expert_queue.draft_message_id END,
-             draft_body = CASE WHEN {newer} THEN EXCLUDED.draft_body ELSE expert_queue.draft_body END,
-             draft_confidence = CASE WHEN {newer} THEN EXCLUDED.draft_confidence
-                                     ELSE expert_queue.draft_confidence END,
-             draft_cost_usd = CASE WHEN {newer} THEN EXCLUDED.draft_cost_usd
-                                   ELSE expert_queue.draft_cost_usd END,
-             flagged_for_review = expert_queue.flagged_for_review
-                                  OR ({newer} AND EXCLUDED.flagged_for_review),
+             -- One sub-select, so that whether the draft is newer is worked out once per
+             -- item rather than once per column (each time two message lookups); `OFFSET 0`
+             -- keeps the planner from pulling the expression back into every column.
+             (draft_id, draft_message_id, draft_body, draft_confidence, draft_cost_usd,
+              flagged_for_review) = (
+               SELECT CASE WHEN n.newer THEN EXCLUDED.draft_id ELSE expert_queue.draft_id END,
+                      CASE WHEN n.newer THEN EXCLUDED.draft_message_id
+                           ELSE expert_queue.draft_message_id END,
+                      CASE WHEN n.newer THEN EXCLUDED.draft_body ELSE expert_queue.draft_body END,
+                      CASE WHEN n.newer THEN EXCLUDED.draft_confidence
+                           ELSE expert_queue.draft_confidence END,
+                      CASE WHEN n.newer THEN EXCLUDED.draft_cost_usd
+                           ELSE expert_queue.draft_cost_usd END,
+                      expert_queue.flagged_for_review OR (n.newer AND EXCLUDED.flagged_for_review)
+               FROM (SELECT {newer} AS newer OFFSET 0) n),
              status = CASE WHEN expert_queue.status = 'awaiting_client'
                            THEN 'pending'::queue_status ELSE expert_queue.status END,
              -- Back to pending: the new customer message starts the org's SLA again.
