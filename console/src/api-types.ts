@@ -235,6 +235,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/customers/{id}/erase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Erases the customer (org admins): their record, conversations, messages both ways, drafts, notes, queue items, replies and dead letters, inbox events (a tombstone of each key's hash stays, so a provider's late retry is a duplicate), the realtime events naming them (rewritten to `conversation_erased`) and stored answers naming them; consoles drop their items live. A reply being sent is delivered first. The audit row holds ids and counts only. Asking again answers the same erasure. */
+        post: operations["conversations_erase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customers/{id}/erasure": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["conversations_erasure"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/dead-letters": {
         parameters: {
             query?: never;
@@ -1024,6 +1057,23 @@ export interface components {
             /** Format: uuid */
             org_id: string;
         };
+        /**
+         * @description `conversation_erased`: the customer of this conversation was erased, so its queue item,
+         *     messages and notes are gone; consoles drop them. Events stored earlier for the
+         *     conversation are rewritten to this one, so a replay keeps its numbers and shows no text.
+         */
+        ConversationErased: {
+            /**
+             * Format: uuid
+             * @description The conversation that is gone.
+             */
+            conversation_id: string;
+            /**
+             * Format: uuid
+             * @description Its queue item, if it had one live.
+             */
+            queue_item_id?: string | null;
+        };
         ConversationPage: {
             items: components["schemas"]["ConversationView"][];
             next_cursor?: string | null;
@@ -1042,6 +1092,35 @@ export interface components {
             status: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        /** @description Rows removed per table: numbers only, for the audit row and the answer. */
+        Counts: {
+            /** Format: int64 */
+            channel_failures: number;
+            /** Format: int64 */
+            conversation_notes: number;
+            /** Format: int64 */
+            conversations: number;
+            /** Format: int64 */
+            customers: number;
+            /** Format: int64 */
+            drafts: number;
+            /**
+             * Format: int64
+             * @description Stored realtime events (the log and the relay's outbox) rewritten to
+             *     `conversation_erased`.
+             */
+            events_rewritten: number;
+            /** Format: int64 */
+            expert_queue: number;
+            /** Format: int64 */
+            idempotency_keys: number;
+            /** Format: int64 */
+            inbound_events: number;
+            /** Format: int64 */
+            messages: number;
+            /** Format: int64 */
+            outbox: number;
         };
         CreateNote: {
             body: string;
@@ -1181,6 +1260,24 @@ export interface components {
             /** Format: uuid */
             id?: string | null;
             text: string;
+        };
+        /** @description A customer's erasure as the API shows it: ids, times and numbers, never what went. */
+        ErasureView: {
+            counts?: null | components["schemas"]["Counts"];
+            /** Format: uuid */
+            customer_id: string;
+            /** Format: date-time */
+            finished_at?: string | null;
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: date-time */
+            requested_at: string;
+            /** Format: uuid */
+            requested_by?: string | null;
+            /** @description `pending` (it runs, or waits for a reply in flight) or `done`. */
+            status: string;
         };
         /** @description The error body every endpoint answers with, as documented in the OpenAPI document. */
         ErrorBody: {
@@ -1681,6 +1778,10 @@ export interface components {
             data: components["schemas"]["NoteAdded"] & components["schemas"]["EventEnvelope"];
             /** @enum {string} */
             event: "note_added";
+        } | {
+            data: components["schemas"]["ConversationErased"] & components["schemas"]["EventEnvelope"];
+            /** @enum {string} */
+            event: "conversation_erased";
         };
         ReleaseBody: {
             body?: string | null;
@@ -2871,6 +2972,142 @@ export interface operations {
                 };
             };
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_erase: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first answer to a retry */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Erased */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureView"];
+                };
+            };
+            /** @description Recorded; it finishes once a reply or an inbox event in flight is done (`GET /customers/{id}/erasure`) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's customer, or not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's first request still runs */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key was used for another request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_erasure: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Erased */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureView"];
+                };
+            };
+            /** @description Still pending */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureView"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's customer, or not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such customer, or no erasure was asked for */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

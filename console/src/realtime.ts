@@ -24,6 +24,7 @@ const LISTENED: Record<EventName, true> = {
   message_status_updated: true,
   report_ready: true,
   note_added: true,
+  conversation_erased: true,
 };
 export const EVENT_NAMES = Object.keys(LISTENED) as EventName[];
 

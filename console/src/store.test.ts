@@ -237,6 +237,25 @@ describe("queue events", () => {
     expect(t.store.get("a")).toBeUndefined();
   });
 
+  it("drop every item, message and note of an erased customer's conversation", async () => {
+    const t = setup([item("a"), item("b")]);
+    await t.store.load();
+    t.conversations.set("conv-a", [message("m1", "2024-05-01T10:00:00Z")]);
+    const open = t.store.openConversation("conv-a");
+    await t.store.loadConversation("conv-a");
+    expect(open.messages.size).toBe(1);
+    t.store.notes.track("conv-a");
+    t.server.delete("a");
+    t.store.apply(ev("conversation_erased", { conversation_id: "conv-a", queue_item_id: "a" }));
+    expect(t.store.get("a")).toBeUndefined();
+    expect(t.store.get("b")).toBeDefined();
+    expect(t.store.messages("conv-a")).toEqual([]);
+    expect(open.messages.size).toBe(0);
+    expect(t.store.notes.list("conv-a")).toEqual([]);
+    await vi.advanceTimersByTimeAsync(30);
+    expect(t.store.rows().map((i) => i.id)).toEqual(["b"]);
+  });
+
   it("are ignored when they are reports", async () => {
     const t = setup([item("a")]);
     await t.store.load();

@@ -136,6 +136,9 @@ export class Store {
         if (this.notes.add(e.data) && c) this.touched(c);
         return;
       }
+      case "conversation_erased":
+        this.forgetConversation(e.data.conversation_id);
+        return;
       default:
         exhaustive(e);
     }
@@ -365,6 +368,25 @@ export class Store {
       this.conversations.set(id, c);
     }
     return c;
+  }
+
+  /**
+   * The customer was erased: the conversation's items, messages and notes go from every
+   * view, and a pending refetch of its item finds nothing to bring back.
+   */
+  private forgetConversation(id: string): void {
+    for (const items of [this.open, this.resolved]) {
+      for (const [itemId, item] of items) if (item.conversation_id === id) items.delete(itemId);
+    }
+    const c = this.conversations.get(id);
+    if (c) {
+      c.messages.clear();
+      c.meta = null;
+      this.touched(c);
+    }
+    this.closeConversation(id);
+    this.notes.untrack(id);
+    this.changed();
   }
 
   /** Forgets a conversation's messages: nothing shows them any more. */

@@ -62,6 +62,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             },
         }),
         Arc::new(flows.dead_letters()),
+        Arc::new(state.erasure()),
         Arc::new(InboxRetention {
             db: db.clone(),
             retention: config.inbox.retention,

@@ -23,6 +23,17 @@ impl AppState {
     pub fn new(inner: AppStateInner) -> Self {
         Self(Arc::new(inner))
     }
+
+    /// What runs customer erasures: the request handler and the `customer-erasure` job.
+    pub fn erasure(&self) -> switchboard_jobs::periodic::customer_erasure::CustomerErasure {
+        switchboard_jobs::periodic::customer_erasure::CustomerErasure {
+            db: self.db.clone(),
+            redis: self.redis.clone(),
+            emitter: self.flows.emitter.clone(),
+            lease: self.config.privacy.erasure_lease,
+            faults: self.flows.faults.clone(),
+        }
+    }
 }
 
 impl std::ops::Deref for AppState {

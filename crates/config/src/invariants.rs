@@ -100,6 +100,7 @@ fn bounds(c: &Config, broken: &mut Vec<String>) {
     at_least!(broken, c.rate_limit.redis_timeout, ms(1));
     at_least!(broken, c.inbox.lease, secs(1));
     at_least!(broken, c.outbox.lease, secs(1));
+    at_least!(broken, c.privacy.erasure_lease, secs(1));
     at_least!(broken, c.scheduler.lease, ms(300));
     // Polls and slots that would spin.
     at_least!(broken, c.workers.queue_poll, ms(10));

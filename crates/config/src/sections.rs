@@ -233,6 +233,13 @@ settings! {
             /// Length of one outbox-sweeper slot.
             sweep_interval: Duration = Millis("OUTBOX_SWEEP_INTERVAL_MS"),
         },
+        /// What the server does with its customers' data on an org's request.
+        privacy: Privacy {
+            /// How long an attempt at a customer's erasure holds it before another pod's
+            /// `customer-erasure` job may take it up (the pod died mid-way); well above what
+            /// one erasure takes.
+            erasure_lease: Duration = Millis("ERASURE_LEASE_MS"),
+        },
         /// Provider calls: timeouts, retries, the breaker and the dead letters.
         outbound: Outbound {
             /// Each provider call (one message part) gives up after this long and counts as a

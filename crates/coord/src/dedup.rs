@@ -33,6 +33,11 @@ pub enum Seen {
     Done,
 }
 
+/// The scope of one webhook event: its channel, connection and the provider's dedup key.
+pub fn scope(channel: &str, connection_id: uuid::Uuid, dedup_key: &str) -> String {
+    format!("{channel}:{connection_id}:{dedup_key}")
+}
+
 fn key(redis: &Redis, scope: &str) -> String {
     redis.key(&format!("dedup:{scope}"))
 }
@@ -86,6 +91,16 @@ pub async fn confirm_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordE
 /// Forgets claims whose write did not happen, with one round trip, so the providers'
 /// retries skip the trip to Postgres.
 pub async fn release_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
+    delete_many(redis, scopes).await
+}
+
+/// Forgets the keys of an erased customer's events (they name the provider's message ids):
+/// their tombstones in Postgres answer the retries from then on.
+pub async fn forget_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
+    delete_many(redis, scopes).await
+}
+
+async fn delete_many(redis: &Redis, scopes: &[String]) -> Result<(), CoordError> {
     if scopes.is_empty() {
         return Ok(());
     }

@@ -32,11 +32,13 @@ pub enum EventKind {
     ReportReady,
     /// An expert added an internal note to a conversation (for the team only).
     NoteAdded,
+    /// A customer was erased: the conversation, its queue item and its messages are gone.
+    ConversationErased,
 }
 
 impl EventKind {
     /// Every kind, in a stable order.
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; 8] = [
         EventKind::QueueItemCreated,
         EventKind::QueueItemUpdated,
         EventKind::MessageCreated,
@@ -44,6 +46,7 @@ impl EventKind {
         EventKind::MessageStatusUpdated,
         EventKind::ReportReady,
         EventKind::NoteAdded,
+        EventKind::ConversationErased,
     ];
 
     /// The wire name.
@@ -56,6 +59,7 @@ impl EventKind {
             EventKind::MessageStatusUpdated => "message_status_updated",
             EventKind::ReportReady => "report_ready",
             EventKind::NoteAdded => "note_added",
+            EventKind::ConversationErased => "conversation_erased",
         }
     }
 }
@@ -184,6 +188,18 @@ pub struct NoteAdded {
     pub created_at: DateTime<Utc>,
 }
 
+/// `conversation_erased`: the customer of this conversation was erased, so its queue item,
+/// messages and notes are gone; consoles drop them. Events stored earlier for the
+/// conversation are rewritten to this one, so a replay keeps its numbers and shows no text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationErased {
+    /// The conversation that is gone.
+    pub conversation_id: Uuid,
+    /// Its queue item, if it had one live.
+    pub queue_item_id: Option<Uuid>,
+}
+
 /// A realtime event with its payload: the only thing a flow can emit or store in the event
 /// outbox, so a payload always matches its name.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +218,8 @@ pub enum Event {
     ReportReady(ReportReady),
     /// `note_added`.
     NoteAdded(NoteAdded),
+    /// `conversation_erased`.
+    ConversationErased(ConversationErased),
 }
 
 impl Event {
@@ -215,6 +233,7 @@ impl Event {
             Event::MessageStatusUpdated(_) => EventKind::MessageStatusUpdated,
             Event::ReportReady(_) => EventKind::ReportReady,
             Event::NoteAdded(_) => EventKind::NoteAdded,
+            Event::ConversationErased(_) => EventKind::ConversationErased,
         }
     }
 
@@ -227,6 +246,7 @@ impl Event {
             Event::MessageStatusUpdated(p) => serde_json::to_value(p),
             Event::ReportReady(p) => serde_json::to_value(p),
             Event::NoteAdded(p) => serde_json::to_value(p),
+            Event::ConversationErased(p) => serde_json::to_value(p),
         }
     }
 
@@ -251,6 +271,9 @@ impl Event {
             }
             EventKind::ReportReady => Event::ReportReady(serde_json::from_value(payload).ok()?),
             EventKind::NoteAdded => Event::NoteAdded(serde_json::from_value(payload).ok()?),
+            EventKind::ConversationErased => {
+                Event::ConversationErased(serde_json::from_value(payload).ok()?)
+            }
         };
         Some(event)
     }

@@ -9,7 +9,7 @@
 //! exactly that instant).
 //!
 //! The intake writer can be made to stop every batch between its dedup claims and its commit
-//! (a pod killed there).
+//! (a pod killed there), and a customer erasure to fail or stop just before its commit.
 //!
 //! A pod is armed only in-process by a test, or at start-up from `FAULT_INJECT` with
 //! `APP_ENV=test`; production refuses to start with `FAULT_INJECT` set. Unarmed, a check is
@@ -65,10 +65,15 @@ pub enum Fault {
 #[error("fault injected at {0:?}")]
 pub struct Injected(pub Step);
 
+/// The error of an erasure armed to fail before its commit.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("fault injected before the erasure's commit")]
+pub struct ErasureInjected;
+
 /// Why `FAULT_INJECT` could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_outbox, after_events, after_commit, or scheduler:<job>:hang"
+    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_outbox, after_events, after_commit, scheduler:<job>:hang or erasure:before_commit:hang"
 )]
 pub struct BadFaultSpec;
 
@@ -126,9 +131,37 @@ pub struct Faults {
     dispatch: Arc<DispatchFaults>,
     /// Every intake batch stops right after its dedup claims, before its commit.
     intake_crash: Arc<std::sync::atomic::AtomicBool>,
+    /// How many of the next customer erasures fail after their Redis cleanup, before their
+    /// Postgres commit (as a pod that died there).
+    erasure_failures: Arc<AtomicU32>,
+    /// Every customer erasure stops for ever just before its Postgres commit, its
+    /// transaction open, so a test can kill the pod at exactly that point.
+    erasure_hang: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Faults {
+    /// The next `n` customer erasures fail after their Redis cleanup, before their Postgres
+    /// commit: nothing of theirs is committed and the erasure stays to be taken up again.
+    pub fn fail_erasures(&self, n: u32) {
+        self.erasure_failures.store(n, Ordering::SeqCst);
+    }
+
+    /// Where a customer erasure is about to commit: fails if a failure is armed (using it
+    /// up), never returns if `erasure:before_commit:hang` is.
+    pub async fn erasure_point(&self) -> Result<(), ErasureInjected> {
+        if self.erasure_hang.load(Ordering::SeqCst) {
+            tracing::warn!("fault injected: this erasure stops before its commit");
+            std::future::pending::<()>().await;
+        }
+        match self
+            .erasure_failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        {
+            Ok(_) => Err(ErasureInjected),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// While `armed`, every intake batch stops right after its dedup claims, before the
     /// commit, as if the pod died there: its requests get no answer (the handler sees the
     /// writer gone) and the claims stay in Redis.
@@ -142,8 +175,14 @@ impl Faults {
         self.intake_crash.load(Ordering::SeqCst)
     }
 
-    /// Parses `release:<step>:fail|hang` or `scheduler:<job>:hang`.
+    /// Parses `release:<step>:fail|hang`, `scheduler:<job>:hang` or
+    /// `erasure:before_commit:hang`.
     pub fn from_spec(spec: &str) -> Result<Faults, BadFaultSpec> {
+        if spec == "erasure:before_commit:hang" {
+            let faults = Faults::default();
+            faults.erasure_hang.store(true, Ordering::SeqCst);
+            return Ok(faults);
+        }
         if let Some(rest) = spec.strip_prefix("scheduler:") {
             let (job, fault) = rest.split_once(':').ok_or(BadFaultSpec)?;
             if job.is_empty() || fault != "hang" {
@@ -277,6 +316,7 @@ mod tests {
     fn specs_parse_and_bad_ones_are_refused() {
         assert!(Faults::from_spec("release:after_commit:hang").is_ok());
         assert!(Faults::from_spec("release:after_outbox:fail").is_ok());
+        assert!(Faults::from_spec("erasure:before_commit:hang").is_ok());
         assert!(
             Faults::from_spec("scheduler:inbox-sweeper:hang")
                 .expect("parses")
@@ -290,6 +330,7 @@ mod tests {
             "release:after_commit:explode",
             "other:after_commit:fail",
             "release:after_commit:fail:x",
+            "erasure:before_commit:fail",
         ] {
             assert!(Faults::from_spec(bad).is_err(), "{bad}");
         }

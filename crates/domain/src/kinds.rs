@@ -168,6 +168,9 @@ spelled! {
         WeeklyReport = "weekly-report",
         /// Stores each org's review summary.
         ReviewSummary = "review-summary",
+        /// Customer erasures that a pod began and did not finish (killed, or a reply of theirs
+        /// was being sent), taken up again.
+        CustomerErasure = "customer-erasure",
     }
 }
 

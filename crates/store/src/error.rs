@@ -27,6 +27,9 @@ pub enum StoreError {
     /// The database settings contradict each other (see `switchboard_config::PgTls`).
     #[error("{0}")]
     Config(String),
+    /// A test armed a fault at this point (never in production).
+    #[error(transparent)]
+    Injected(#[from] switchboard_domain::faults::ErasureInjected),
     /// The database returned something the code does not expect.
     #[error("unexpected: {0}")]
     Unexpected(String),

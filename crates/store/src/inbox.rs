@@ -51,7 +51,8 @@ pub struct NewEvent {
 }
 
 /// Inserts many events in one statement and one commit; for each input, the new id or
-/// `None` when it is a duplicate (of a stored event or of an earlier input in the batch).
+/// `None` when it is a duplicate (of a stored event, of an earlier input in the batch, or
+/// of an event of an erased customer, whose tombstone keeps only the key's hash).
 /// One commit for many webhooks is what makes the accept path cheap (group commit).
 ///
 /// What Postgres refuses in any event (NUL characters, which neither `text` nor `jsonb`
@@ -83,6 +84,9 @@ pub async fn insert_batch(
          SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END
          FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::bool[])
               AS t(o, c, ch, k, p, d)
+         WHERE NOT EXISTS (SELECT 1 FROM inbound_tombstones tb
+                           WHERE tb.connection_id = t.c
+                             AND tb.dedup_sha256 = sha256(convert_to(t.k, 'UTF8')))
          ON CONFLICT (connection_id, dedup_key) DO NOTHING
          RETURNING id, connection_id, dedup_key",
     )

@@ -12,6 +12,7 @@ pub mod conversation_notes;
 pub mod conversations;
 pub mod cron_runs;
 pub mod crypto;
+pub mod customer_erasures;
 pub mod customers;
 pub mod dead_letters;
 pub mod delivery;

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod app;
+pub mod dump;
 pub mod fake_smtp;
 pub mod fakes;
 mod load;

@@ -2,17 +2,28 @@
 //! ones) with how each stands, so an expert sees the history before answering. One customer
 //! record only: records of the same person on other channels are not linked here. Scoped to
 //! the caller's orgs: another org's customer is 403, an unknown one 404.
+//!
+//! An org admin can also erase a customer (`POST /customers/{id}/erase`): the request is
+//! recorded and run at once; what cannot finish now (a reply in flight, a pod that dies
+//! mid-way) the `customer-erasure` job finishes, and `GET /customers/{id}/erasure` says how
+//! it stands. Both answer for an erased customer, whose record is gone, from the erasure.
 
 use crate::auth::Caller;
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Json, Path, Query, RequestId};
 use crate::http::pagination;
+use crate::idempotency::{Begin, Idempotent};
 use crate::state::AppState;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use switchboard_domain::ChannelKind;
+use switchboard_store::StoreError;
+use switchboard_store::customer_erasures::{self, Counts, ErasureRow};
 use switchboard_store::customers::{self, CustomerConversationRow};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -21,7 +32,10 @@ use uuid::Uuid;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(conversations))
+    OpenApiRouter::new()
+        .routes(routes!(conversations))
+        .routes(routes!(erase))
+        .routes(routes!(erasure))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -110,4 +124,133 @@ async fn conversations(
         items: rows.into_iter().map(CustomerConversation::from).collect(),
         next_cursor,
     }))
+}
+
+/// A customer's erasure as the API shows it: ids, times and numbers, never what went.
+#[derive(Debug, Serialize, ToSchema)]
+struct ErasureView {
+    id: Uuid,
+    customer_id: Uuid,
+    org_id: Uuid,
+    /// `pending` (it runs, or waits for a reply in flight) or `done`.
+    status: String,
+    /// Rows removed per table, once done.
+    counts: Option<Counts>,
+    requested_by: Option<Uuid>,
+    requested_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl ErasureView {
+    fn answer(row: ErasureRow) -> (StatusCode, ErasureView) {
+        let status = if row.status == "done" {
+            StatusCode::OK
+        } else {
+            StatusCode::ACCEPTED
+        };
+        (
+            status,
+            ErasureView {
+                id: row.id,
+                customer_id: row.customer_id,
+                org_id: row.org_id,
+                status: row.status,
+                counts: row.counts.map(|c| c.0),
+                requested_by: row.requested_by,
+                requested_at: row.requested_at,
+                finished_at: row.finished_at,
+            },
+        )
+    }
+}
+
+/// The org of customer `id`, or of their erasure once the record is gone (404 when neither
+/// exists), with the erasure if there is one.
+async fn customer_org(state: &AppState, id: Uuid) -> ApiResult<(Uuid, Option<ErasureRow>)> {
+    let erasure = customer_erasures::by_customer(&state.db, id).await?;
+    if let Some(row) = &erasure {
+        return Ok((row.org_id, erasure));
+    }
+    let customer = customers::get(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("customer"))?;
+    Ok((customer.org_id, None))
+}
+
+#[utoipa::path(post, path = "/customers/{id}/erase", tag = "conversations", security(("bearer" = [])),
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")),
+    description = "Erases the customer (org admins): their record, conversations, messages both ways, drafts, notes, queue items, replies and dead letters, inbox events (a tombstone of each key's hash stays, so a provider's late retry is a duplicate), the realtime events naming them (rewritten to `conversation_erased`) and stored answers naming them; consoles drop their items live. A reply being sent is delivered first. The audit row holds ids and counts only. Asking again answers the same erasure.",
+    responses((status = 200, description = "Erased", body = ErasureView), (status = 202, description = "Recorded; it finishes once a reply or an inbox event in flight is done (`GET /customers/{id}/erasure`)", body = ErasureView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The key's first request still runs", body = ErrorBody), (status = 422, description = "The key was used for another request", body = ErrorBody)))]
+async fn erase(
+    State(state): State<AppState>,
+    caller: Caller,
+    RequestId(request_id): RequestId,
+    Path(id): Path<Uuid>,
+    req: Idempotent<IgnoredAny>,
+) -> ApiResult<Response> {
+    let (org_id, _) = customer_org(&state, id).await?;
+    caller.require_admin(org_id)?;
+    let guard = match req.begin(&state.db, org_id, caller.user_id).await? {
+        Begin::Answer(response) => return Ok(response),
+        Begin::Run(guard) => guard,
+    };
+    let answered = async {
+        let mut conn = state.db.acquire().await.map_err(StoreError::from)?;
+        let erasure = state.erasure();
+        let (row, held) = customer_erasures::request(
+            &mut conn,
+            org_id,
+            id,
+            caller.user_id,
+            request_id.as_deref(),
+            erasure.lease,
+        )
+        .await?;
+        if row.status != "done" {
+            let attempt = if held {
+                erasure.attempt_held(row.id).await
+            } else {
+                erasure.attempt(row.id).await
+            };
+            if let Err(error) = attempt {
+                // Recorded: the `customer-erasure` job takes it up again.
+                tracing::warn!(erasure_id = %row.id, %error, "customer erasure failed; it is retried");
+            }
+        }
+        let row = customer_erasures::by_customer(&mut *conn, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("customer"))?;
+        let (status, view) = ErasureView::answer(row);
+        let body = serde_json::to_value(&view).map_err(ApiError::internal)?;
+        if let Some(guard) = &guard {
+            guard.complete_in(&mut conn, status, &body).await?;
+        }
+        Ok::<_, ApiError>((status, axum::Json(body)).into_response())
+    }
+    .await;
+    match answered {
+        Ok(response) => Ok(response),
+        Err(error) => {
+            if let Some(guard) = guard {
+                guard.fail(&state.db, &error).await;
+            }
+            Err(error)
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/customers/{id}/erasure", tag = "conversations", security(("bearer" = [])),
+    params(("id" = Uuid, Path)),
+    responses((status = 200, description = "Erased", body = ErasureView), (status = 202, description = "Still pending", body = ErasureView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody), (status = 404, description = "No such customer, or no erasure was asked for", body = ErrorBody)))]
+async fn erasure(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Response> {
+    let (org_id, erasure) = customer_org(&state, id).await?;
+    caller.require_admin(org_id)?;
+    let row = erasure.ok_or_else(|| ApiError::not_found("erasure"))?;
+    let (status, view) = ErasureView::answer(row);
+    Ok((status, axum::Json(view)).into_response())
 }

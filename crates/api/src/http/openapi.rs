@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 use switchboard_domain::InboundStatus;
 use switchboard_domain::events::{
-    AgentMessageSent, EventKind, MessageCreated, MessageStatusUpdated, MessageSummary, NoteAdded,
-    QueueItemEvent, ReportReady,
+    AgentMessageSent, ConversationErased, EventKind, MessageCreated, MessageStatusUpdated,
+    MessageSummary, NoteAdded, QueueItemEvent, ReportReady,
 };
 use utoipa::openapi::Ref;
 use utoipa::openapi::schema::{
@@ -38,6 +38,7 @@ use utoipa_axum::routes;
         MessageStatusUpdated,
         ReportReady,
         NoteAdded,
+        ConversationErased,
         // Presence is ephemeral: sent to the org's sockets without a `seq`, never replayed.
         switchboard_realtime::PresenceEvent,
         switchboard_realtime::Viewer
@@ -79,6 +80,7 @@ fn payload_schema(kind: EventKind) -> Cow<'static, str> {
         EventKind::MessageStatusUpdated => MessageStatusUpdated::name(),
         EventKind::ReportReady => ReportReady::name(),
         EventKind::NoteAdded => NoteAdded::name(),
+        EventKind::ConversationErased => ConversationErased::name(),
     }
 }
 

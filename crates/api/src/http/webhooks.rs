@@ -133,7 +133,7 @@ async fn receive(
     // Once accepting has outrun processing, the webhook waits for its share (`pressure`).
     state.flows.load.pace().await;
 
-    let scope = format!("{channel}:{connection_id}:{}", event.dedup_key);
+    let scope = switchboard_coord::dedup::scope(channel.as_str(), connection_id, &event.dedup_key);
     let has_message = event.message.is_some();
     let payload = InboxPayload {
         message: event.message.map(|m| InboxMessage {

@@ -10,6 +10,7 @@ mod cluster;
 mod connection_rotation;
 mod connections;
 mod customer_context;
+mod erasure;
 mod errors;
 mod expert;
 mod expert_integrity;

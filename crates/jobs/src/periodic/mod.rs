@@ -3,6 +3,7 @@
 
 pub mod agent_health;
 pub mod backlog;
+pub mod customer_erasure;
 pub mod dead_letters;
 pub mod events_retention;
 pub mod housekeeping;
