@@ -215,6 +215,15 @@ async fn after_erasure_no_byte_of_the_customer_is_left_on_this_topology() {
     assert_eq!(traces(&pg), Vec::<&str>::new(), "found in the database");
     let redis = dump::redis_data(&app.prefix).await;
     assert_eq!(traces(&redis), Vec::<&str>::new(), "found in Redis");
+    // Their dedup keys went; the other customer's stay.
+    assert!(
+        redis.contains("SMkeep1"),
+        "the scan reads the keys: {redis}"
+    );
+    assert!(
+        !redis.contains("SMzq1") && !redis.contains("SMzq2"),
+        "{redis}"
+    );
     // Nothing else went.
     assert!(pg.contains("KEEPMARK one") && pg.contains("Ottilie Keep"));
     let db = &app.db;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod admin;
+mod erasure_kill;
 mod invariants;
 mod kill;
 mod outbound_kill;
