@@ -20,6 +20,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The audit log of the orgs the caller administers: every expert action, connection, member and settings change, note, replay, retry, erasure and login */
+        get: operations["orgs_list_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/login": {
         parameters: {
             query?: never;
@@ -260,6 +277,23 @@ export interface paths {
             cookie?: never;
         };
         get: operations["conversations_erasure"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/customers/{id}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Everything held about the customer (org admins), streamed: `customer`, `conversations` (with the agent's running summary), `messages` both ways with their delivery, `drafts` shown to experts, `notes` (internal), `deliveries` with their dead letters, and the `audit` rows naming them. One consistent snapshot; a response cut short means the export failed. */
+        get: operations["conversations_export_customer"];
         put?: never;
         post?: never;
         delete?: never;
@@ -937,6 +971,15 @@ export interface components {
         AssignBody: {
             /** Format: uuid */
             user_id: string;
+        };
+        /**
+         * @description A page of audit rows, newest first. Each row: `id`, `created_at`, `org_id`,
+         *     `actor_user_id`, `actor_email`, `action`, `target_type`, `target_id`, `request_id`,
+         *     `details`.
+         */
+        AuditPage: {
+            items: unknown[];
+            next_cursor?: string | null;
         };
         /** @enum {string} */
         Author: "customer" | "agent" | "expert";
@@ -2095,6 +2138,77 @@ export interface operations {
             };
         };
     };
+    orgs_list_audit: {
+        parameters: {
+            query?: {
+                /** @description One org (default: every org where the caller is an admin). */
+                org_id?: string;
+                /** @description Rows of this user. */
+                actor?: string;
+                /** @description Rows of this action, e.g. `customer.erased`. */
+                action?: string;
+                /** @description From this time (RFC 3339, inclusive). */
+                since?: string;
+                /** @description Before this time (RFC 3339, exclusive). */
+                until?: string;
+                /** @description JSON pages only. */
+                cursor?: string;
+                /** @description JSON pages only (1 to 200, default 50). */
+                limit?: number;
+            };
+            header?: {
+                /** @description `text/csv` or `application/x-ndjson` streams the whole filtered range, oldest first; otherwise JSON pages, newest first */
+                Accept?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of the org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     auth_login: {
         parameters: {
             query?: never;
@@ -3107,6 +3221,58 @@ export interface operations {
                 };
             };
             /** @description No such customer, or no erasure was asked for */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_export_customer: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description `application/x-ndjson` for one record per line (`{"record": …, "data": …}`), else one JSON document */
+                Accept?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's customer, or not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such customer (or erased) */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -80,3 +80,79 @@ pub async fn record_with_events<'e>(
     .await?;
     Ok(())
 }
+
+/// Which audit rows an export or a page covers; `None` is no condition.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// These orgs' rows only (`None`: the whole deployment, the operator's CLI).
+    pub orgs: Option<Vec<Uuid>>,
+    /// Rows of this actor.
+    pub actor: Option<Uuid>,
+    /// Rows of this action (`customer.erased`, `expert.release` …).
+    pub action: Option<String>,
+    /// From this time on (inclusive).
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Before this time (exclusive).
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// How each selected row is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowFormat {
+    /// A JSON object (as text).
+    Json,
+    /// One CSV line of [`CSV_HEADER`]'s columns.
+    Csv,
+}
+
+/// The columns of a CSV export, in order.
+pub const CSV_HEADER: &str = "id,created_at,org_id,actor_user_id,actor_email,action,target_type,target_id,request_id,details";
+
+/// A CSV cell of SQL expression `expr`: quoted, quotes doubled, and a leading `=`, `+`,
+/// `-` or `@` escaped with `'` so that a spreadsheet never runs it as a formula.
+fn csv_cell(expr: &str) -> String {
+    format!(
+        "'\"' || replace(CASE WHEN left(COALESCE(({expr})::text, ''), 1) IN ('=', '+', '-', '@')
+                              THEN '''' || ({expr})::text ELSE COALESCE(({expr})::text, '') END,
+                         '\"', '\"\"') || '\"'"
+    )
+}
+
+/// The statement selecting rows of [`Filter`] in `format`, one text column each: `$1` orgs
+/// (`uuid[]`, null for all), `$2` actor, `$3` action, `$4` since, `$5` until, `$6` cursor
+/// (rows older than this id; null for none), `$7` limit (null for all). `newest_first`
+/// orders a page; an export runs oldest first.
+pub fn select_sql(format: RowFormat, newest_first: bool) -> String {
+    let row = match format {
+        RowFormat::Json => "jsonb_build_object('id', a.id, 'created_at', a.created_at,
+               'org_id', a.org_id, 'actor_user_id', a.actor_user_id, 'actor_email', u.email,
+               'action', a.action, 'target_type', a.target_type, 'target_id', a.target_id,
+               'request_id', a.request_id, 'details', a.details)::text"
+            .to_owned(),
+        RowFormat::Csv => [
+            "a.id",
+            "to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+            "a.org_id",
+            "a.actor_user_id",
+            "u.email",
+            "a.action",
+            "a.target_type",
+            "a.target_id",
+            "a.request_id",
+            "a.details",
+        ]
+        .map(csv_cell)
+        .join(" || ',' || "),
+    };
+    let order = if newest_first { "DESC" } else { "ASC" };
+    format!(
+        "SELECT {row} FROM audit_log a LEFT JOIN users u ON u.id = a.actor_user_id
+          WHERE ($1::uuid[] IS NULL OR a.org_id = ANY($1))
+            AND ($2::uuid IS NULL OR a.actor_user_id = $2)
+            AND ($3::text IS NULL OR a.action = $3)
+            AND ($4::timestamptz IS NULL OR a.created_at >= $4)
+            AND ($5::timestamptz IS NULL OR a.created_at < $5)
+            AND ($6::bigint IS NULL OR a.id < $6)
+          ORDER BY a.id {order} LIMIT $7"
+    )
+}

@@ -1,6 +1,7 @@
 //! Every router of the HTTP surface is merged here, under one middleware stack.
 
 mod alerts;
+mod audit;
 mod auth;
 mod connection_secrets;
 mod connections;
@@ -9,6 +10,7 @@ mod customers;
 mod dead_letters;
 mod events;
 mod expert_queue;
+mod export;
 pub(crate) mod health;
 mod inbound_events;
 mod invitations;
@@ -51,6 +53,8 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .merge(connections::router())
         .merge(conversations::router())
         .merge(customers::router())
+        .merge(export::router())
+        .merge(audit::router())
         .merge(expert_queue::router())
         .merge(events::router())
         .merge(webhooks::router())

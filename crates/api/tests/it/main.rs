@@ -15,6 +15,7 @@ mod errors;
 mod expert;
 mod expert_integrity;
 mod expert_random;
+mod exports;
 mod fenced_writes;
 mod health;
 mod hostile_input;

@@ -321,3 +321,91 @@ async fn deactivate_user_ends_every_session_and_reactivate_lets_them_log_in_agai
     sock.close().await;
     pod.server.begin_shutdown();
 }
+
+#[tokio::test]
+async fn audit_export_writes_the_deployments_audit_log_as_ndjson_or_csv() {
+    let db = TestDb::fresh().await;
+    let vars = pod_env(&db, &redis_url(), &random_prefix());
+    let pool = db.pool().await;
+    let orgs: Vec<uuid::Uuid> =
+        sqlx::query_scalar("INSERT INTO orgs (name) VALUES ('A'), ('B') RETURNING id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    sqlx::query(
+        "INSERT INTO audit_log (org_id, action, details)
+         SELECT o, a, '{\"note\": \"=1+1, \\\"quoted\\\"\"}'::jsonb
+         FROM UNNEST($1::uuid[]) o, UNNEST(ARRAY['x.one', 'x.two']) a",
+    )
+    .bind(&orgs)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let out = run(&vars, &["admin", "audit-export"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4, "the whole deployment");
+    assert!(
+        rows.windows(2)
+            .all(|w| w[0]["id"].as_i64() < w[1]["id"].as_i64())
+    );
+
+    let org = orgs[1].to_string();
+    let out = run(
+        &vars,
+        &[
+            "admin",
+            "audit-export",
+            "--org",
+            &org,
+            "--action",
+            "x.two",
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("id,created_at,org_id"));
+    assert!(
+        lines[1].contains(&org) && lines[1].contains("\"x.two\""),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("\"\"quoted\\\"\"\""),
+        "quotes are doubled: {text}"
+    );
+
+    for bad in [
+        vec!["admin", "audit-export", "--format", "xml"],
+        vec![
+            "admin",
+            "audit-export",
+            "--since",
+            "2026-02-01T00:00:00Z",
+            "--until",
+            "2026-01-01T00:00:00Z",
+        ],
+        vec!["admin", "audit-export", "--org", "not-a-uuid"],
+    ] {
+        let out = run(&vars, &bad);
+        assert!(!out.status.success(), "{bad:?} was accepted");
+        assert!(out.stdout.is_empty(), "{bad:?} wrote rows");
+    }
+}
