@@ -929,7 +929,7 @@ export interface components {
             status: string;
         };
         /** @enum {string} */
-        AlertKind: "rate_limit_storage_down" | "realtime_adapter_down" | "agent_failing" | "backlog_past_sla" | "scheduled_run_failed" | "scheduled_run_retried" | "reply_dead" | "queue_backlog";
+        AlertKind: "rate_limit_storage_down" | "realtime_adapter_down" | "agent_failing" | "backlog_past_sla" | "scheduled_run_failed" | "scheduled_run_retried" | "reply_dead" | "queue_backlog" | "retention_behind";
         /** @description The incidents, newest first. */
         AlertList: {
             alerts: components["schemas"]["AlertView"][];
@@ -1994,6 +1994,11 @@ export interface components {
             account_manager_email?: string | null;
             /**
              * Format: int32
+             * @description 1 to 3650 days, or `null` to keep everything until erased.
+             */
+            retention_days?: number | null;
+            /**
+             * Format: int32
              * @description 1 to 10080 (a week); applies to items that become pending from now on.
              */
             sla_minutes?: number | null;
@@ -2007,6 +2012,12 @@ export interface components {
             /** Format: uuid */
             id: string;
             name: string;
+            /**
+             * Format: int32
+             * @description Days the org's conversations, inbox payloads, events, replies and stored answers
+             *     are kept before the `org-retention` job deletes them; `null` keeps them until erased.
+             */
+            retention_days?: number | null;
             /**
              * Format: int32
              * @description Minutes an expert has to answer a customer message: a queue item is due this long
@@ -5369,7 +5380,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Not a known time zone, an implausible address or an SLA out of bounds */
+            /** @description Not a known time zone, an implausible address, an SLA or a retention window out of bounds */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -63,6 +63,10 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
         }),
         Arc::new(flows.dead_letters()),
         Arc::new(state.erasure()),
+        Arc::new(switchboard_jobs::periodic::retention::OrgRetention {
+            db: db.clone(),
+            alerts: alerts.clone(),
+        }),
         Arc::new(InboxRetention {
             db: db.clone(),
             retention: config.inbox.retention,

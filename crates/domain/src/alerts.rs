@@ -54,6 +54,8 @@ spelled! {
         ReplyDead = "reply_dead",
         /// The inbound backlog or recent failures passed their thresholds.
         QueueBacklog = "queue_backlog",
+        /// An org's retention purge is more than a day behind its window.
+        RetentionBehind = "retention_behind",
     }
 }
 
@@ -65,9 +67,10 @@ impl AlertKind {
             | AlertKind::RealtimeAdapterDown
             | AlertKind::AgentFailing
             | AlertKind::QueueBacklog => Severity::Critical,
-            AlertKind::BacklogPastSla | AlertKind::ScheduledRunFailed | AlertKind::ReplyDead => {
-                Severity::Warning
-            }
+            AlertKind::BacklogPastSla
+            | AlertKind::ScheduledRunFailed
+            | AlertKind::ReplyDead
+            | AlertKind::RetentionBehind => Severity::Warning,
             AlertKind::ScheduledRunRetried => Severity::Info,
         }
     }
@@ -106,6 +109,11 @@ impl AlertKind {
             AlertKind::QueueBacklog => {
                 "More inbound events wait in the inbox, or more failed in the last 5 minutes, \
                  than ALERT_QUEUE_WAITING / ALERT_QUEUE_FAILED. Resolves below both."
+            }
+            AlertKind::RetentionBehind => {
+                "An org holds messages more than a day older than its retention window: the \
+                 purge falls behind, or replies or live items hold them. One per org; resolves \
+                 when none is that old."
             }
         }
     }

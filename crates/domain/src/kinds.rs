@@ -171,6 +171,8 @@ spelled! {
         /// Customer erasures that a pod began and did not finish (killed, or a reply of theirs
         /// was being sent), taken up again.
         CustomerErasure = "customer-erasure",
+        /// Deletes what is older than each org's retention window.
+        OrgRetention = "org-retention",
     }
 }
 

@@ -33,6 +33,7 @@ pub mod password_resets;
 pub mod rekey;
 pub mod report_metrics;
 pub mod reports;
+pub mod retention;
 pub mod saved_replies;
 pub mod users;
 

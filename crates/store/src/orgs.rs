@@ -49,12 +49,15 @@ pub struct OrgSettings {
     pub account_manager_email: Option<String>,
     /// Minutes an expert has to answer a customer message (a queue item's `sla_due_at`).
     pub sla_minutes: i32,
+    /// Days the org's conversations are kept (`None`: until erased).
+    pub retention_days: Option<i32>,
 }
 
 /// An org's settings.
 pub async fn settings(pool: &PgPool, id: Uuid) -> Result<Option<OrgSettings>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, name, time_zone, account_manager_email, sla_minutes FROM orgs WHERE id = $1",
+        "SELECT id, name, time_zone, account_manager_email, sla_minutes, retention_days
+         FROM orgs WHERE id = $1",
     )
     .bind(id)
     .fetch_optional(pool)
@@ -70,6 +73,9 @@ pub struct SettingsChange<'a> {
     pub account_manager_email: Option<Option<&'a str>>,
     /// A new SLA in minutes (the caller has checked the bounds).
     pub sla_minutes: Option<i32>,
+    /// A new retention window in days, or `Some(None)` to keep everything (the caller has
+    /// checked the bounds).
+    pub retention_days: Option<Option<i32>>,
 }
 
 /// Updates an org's settings; `None` when the org is gone.
@@ -81,14 +87,18 @@ pub async fn update_settings(
     sqlx::query_as(
         "UPDATE orgs SET time_zone = COALESCE($2, time_zone),
                 account_manager_email = CASE WHEN $3 THEN $4 ELSE account_manager_email END,
-                sla_minutes = COALESCE($5, sla_minutes)
-         WHERE id = $1 RETURNING id, name, time_zone, account_manager_email, sla_minutes",
+                sla_minutes = COALESCE($5, sla_minutes),
+                retention_days = CASE WHEN $6 THEN $7 ELSE retention_days END
+         WHERE id = $1 RETURNING id, name, time_zone, account_manager_email, sla_minutes,
+                   retention_days",
     )
     .bind(id)
     .bind(change.time_zone)
     .bind(change.account_manager_email.is_some())
     .bind(change.account_manager_email.flatten())
     .bind(change.sla_minutes)
+    .bind(change.retention_days.is_some())
+    .bind(change.retention_days.flatten())
     .fetch_optional(pool)
     .await
     .map_err(StoreError::from)

@@ -112,6 +112,9 @@ struct SettingsView {
     /// Minutes an expert has to answer a customer message: a queue item is due this long
     /// after the message that made it pending (`sla_due_at`).
     sla_minutes: i32,
+    /// Days the org's conversations, inbox payloads, events, replies and stored answers
+    /// are kept before the `org-retention` job deletes them; `null` keeps them until erased.
+    retention_days: Option<i32>,
 }
 
 impl From<OrgSettings> for SettingsView {
@@ -122,6 +125,7 @@ impl From<OrgSettings> for SettingsView {
             time_zone: o.time_zone,
             account_manager_email: o.account_manager_email,
             sla_minutes: o.sla_minutes,
+            retention_days: o.retention_days,
         }
     }
 }
@@ -139,6 +143,18 @@ struct SettingsUpdate {
     /// 1 to 10080 (a week); applies to items that become pending from now on.
     #[schema(minimum = 1, maximum = 10080)]
     sla_minutes: Option<i32>,
+    /// 1 to 3650 days, or `null` to keep everything until erased.
+    #[serde(default, deserialize_with = "present_days")]
+    #[schema(value_type = Option<i32>, minimum = 1, maximum = 3650)]
+    retention_days: Option<Option<i32>>,
+}
+
+/// The longest retention window (ten years; the column's CHECK says the same).
+const MAX_RETENTION_DAYS: i32 = 3650;
+
+/// `retention_days` present (`Some`), even as `null` (`Some(None)`), as opposed to absent.
+fn present_days<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i32>>, D::Error> {
+    Option::<i32>::deserialize(d).map(Some)
 }
 
 /// The longest SLA an org may set (a week; the column's CHECK says the same).
@@ -189,7 +205,7 @@ async fn get_settings(
     responses((status = 200, body = SettingsView), (status = 400, body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
         (status = 403, description = "Not an admin of the org", body = ErrorBody),
-        (status = 422, description = "Not a known time zone, an implausible address or an SLA out of bounds", body = ErrorBody)))]
+        (status = 422, description = "Not a known time zone, an implausible address, an SLA or a retention window out of bounds", body = ErrorBody)))]
 async fn update_settings(
     State(state): State<AppState>,
     caller: Caller,
@@ -223,10 +239,18 @@ async fn update_settings(
             "sla_minutes must be between 1 and 10080 (a week)",
         ));
     }
+    if let Some(Some(days)) = body.retention_days
+        && !(1..=MAX_RETENTION_DAYS).contains(&days)
+    {
+        return Err(ApiError::validation(
+            "retention_days must be between 1 and 3650, or null to keep everything",
+        ));
+    }
     let change = orgs::SettingsChange {
         time_zone: zone.map(|z| z.name()),
         account_manager_email: email,
         sla_minutes: body.sla_minutes,
+        retention_days: body.retention_days,
     };
     let org = orgs::update_settings(&state.db, org_id, &change)
         .await?
@@ -244,6 +268,7 @@ async fn update_settings(
             "time_zone": change.time_zone,
             "account_manager_email": change.account_manager_email,
             "sla_minutes": change.sla_minutes,
+            "retention_days": change.retention_days,
         }),
     )
     .await?;

@@ -80,7 +80,7 @@ fn traces(haystack: &str) -> Vec<&'static str> {
 }
 
 #[tokio::test]
-async fn after_erasure_no_byte_of_the_customer_is_left_on_this_topology() {
+async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks() {
     let app = TestApp::builder()
         .pods(2)
         .fake_agent()

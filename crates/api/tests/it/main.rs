@@ -46,6 +46,7 @@ mod realtime_replay;
 mod realtime_resilience;
 mod realtime_sessions;
 mod report_metrics;
+mod retention;
 mod revocation;
 mod safer_defaults;
 mod saved_replies;

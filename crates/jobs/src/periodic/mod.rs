@@ -13,4 +13,5 @@ pub mod inbox_sweeper;
 pub mod outbox_sweeper;
 pub mod queue_alert;
 pub mod reports;
+pub mod retention;
 pub mod snooze;
