@@ -459,40 +459,23 @@ async fn delete_rows(
     .rows_affected();
     // The relay's outbox first: a relay moving those rows holds them until it commits, and
     // the log's rewrite (a statement of its own, so it sees that commit) then finds them.
-    c.events_rewritten = sqlx::query(
-        "UPDATE event_outbox SET event = 'conversation_erased',
-                payload = jsonb_build_object('conversation_id', payload -> 'conversation_id',
-                                             'queue_item_id', NULL)
-          WHERE org_id = $1 AND payload ->> 'conversation_id' = ANY($2::text[])
-            AND event <> 'conversation_erased'",
-    )
-    .bind(org_id)
-    .bind(
-        conversations
-            .iter()
-            .map(Uuid::to_string)
-            .collect::<Vec<_>>(),
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    c.events_rewritten += sqlx::query(
-        "UPDATE events SET event = 'conversation_erased',
-                dedup_key = 'conversation_erased:' || seq,
-                payload = jsonb_build_object('conversation_id', payload -> 'conversation_id',
-                                             'queue_item_id', NULL)
-          WHERE org_id = $1 AND payload ->> 'conversation_id' = ANY($2::text[])
-            AND event <> 'conversation_erased'",
-    )
-    .bind(org_id)
-    .bind(
-        conversations
-            .iter()
-            .map(Uuid::to_string)
-            .collect::<Vec<_>>(),
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let named: Vec<String> = conversations.iter().map(Uuid::to_string).collect();
+    for (table, dedup) in [
+        ("event_outbox", ""),
+        ("events", "dedup_key = 'conversation_erased:' || seq,"),
+    ] {
+        c.events_rewritten += sqlx::query(&format!(
+            "UPDATE {table} SET event = 'conversation_erased', {dedup}
+                    payload = jsonb_build_object('conversation_id', payload -> 'conversation_id',
+                                                 'queue_item_id', NULL)
+              WHERE org_id = $1 AND payload ->> 'conversation_id' = ANY($2::text[])
+                AND event <> 'conversation_erased'"
+        ))
+        .bind(org_id)
+        .bind(&named)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    }
     Ok(c)
 }

@@ -186,6 +186,20 @@ impl TestDb {
         self.wait_for_at_least(&sql, n).await
     }
 
+    /// Runs a statement that returns one value (one row, one column) and returns it.
+    pub async fn scalar<T>(&self, sql: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+    {
+        let pool = self.pool().await;
+        let value = sqlx::query_scalar(sql)
+            .fetch_one(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+        value
+    }
+
     /// A pool on this database (for assertions on rows), straight to Postgres.
     pub async fn pool(&self) -> sqlx::PgPool {
         sqlx::PgPool::connect(&self.direct_url)

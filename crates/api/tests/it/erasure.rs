@@ -49,26 +49,18 @@ async fn writes(app: &TestApp, org: &Org, sid: &str, text: &str, drafts: i64) {
     assert_eq!(app.db.wait_for_count(sql, drafts).await, drafts);
 }
 
-async fn scalar<T>(app: &TestApp, sql: &str) -> T
-where
-    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
-{
-    let pool = app.db.pool().await;
-    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-    pool.close().await;
-    value
-}
-
 async fn customer_of(app: &TestApp, phone: &str) -> Uuid {
-    scalar(
-        app,
-        &format!("SELECT id FROM customers WHERE external_id = 'whatsapp:{phone}'"),
-    )
-    .await
+    app.db
+        .scalar(&format!(
+            "SELECT id FROM customers WHERE external_id = 'whatsapp:{phone}'"
+        ))
+        .await
 }
 
 async fn pending_item(app: &TestApp) -> Uuid {
-    scalar(app, "SELECT id FROM expert_queue WHERE status = 'pending'").await
+    app.db
+        .scalar("SELECT id FROM expert_queue WHERE status = 'pending'")
+        .await
 }
 
 /// Every copy the server could hold of the customer, searched for in `haystack`.
@@ -121,11 +113,12 @@ async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks()
         2,
     )
     .await;
-    let item: Uuid = scalar(
-        &app,
-        &format!("SELECT id FROM expert_queue WHERE status = 'pending' AND id <> '{kept_item}'"),
-    )
-    .await;
+    let item: Uuid = app
+        .db
+        .scalar(&format!(
+            "SELECT id FROM expert_queue WHERE status = 'pending' AND id <> '{kept_item}'"
+        ))
+        .await;
     let (status, answer) = admin
         .post_with_key(
             &format!("/expert-queue/{item}/release"),
@@ -135,11 +128,12 @@ async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks()
         .await;
     assert_eq!(status, 200, "{answer}");
     wait_outbox(&app.db, switchboard_testing::outbox_of(&answer), "sent").await;
-    let conversation: Uuid = scalar(
-        &app,
-        &format!("SELECT conversation_id FROM expert_queue WHERE id = '{item}'"),
-    )
-    .await;
+    let conversation: Uuid = app
+        .db
+        .scalar(&format!(
+            "SELECT conversation_id FROM expert_queue WHERE id = '{item}'"
+        ))
+        .await;
     let (status, _) = admin
         .post_with_key(
             &format!("/conversations/{conversation}/notes"),
@@ -150,8 +144,7 @@ async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks()
     assert_eq!(status, 201);
     writes(&app, &org, "SMzq2", &format!("{MARK} still waiting"), 3).await;
     let customer = customer_of(&app, PHONE).await;
-    let live_item: Uuid = scalar(
-        &app,
+    let live_item: Uuid = app.db.scalar(
         &format!(
             "SELECT id FROM expert_queue WHERE conversation_id = '{conversation}' AND status <> 'resolved'"
         ),
@@ -354,7 +347,10 @@ async fn an_erasure_that_fails_before_its_commit_is_finished_by_the_scheduled_jo
     )
     .await;
     assert_eq!(done["counts"]["messages"], 1);
-    let attempts: i32 = scalar(&app, "SELECT attempts FROM customer_erasures").await;
+    let attempts: i32 = app
+        .db
+        .scalar("SELECT attempts FROM customer_erasures")
+        .await;
     assert!(attempts >= 2, "{attempts}");
     assert_eq!(traces(&dump::pg_data(&app.db)), Vec::<&str>::new());
     assert_eq!(

@@ -7,16 +7,6 @@ use switchboard_testing::signing::{self, TELEGRAM_SECRET};
 use switchboard_testing::{Org, TestApp, outbox_of, wait_outbox};
 use uuid::Uuid;
 
-async fn scalar<T>(app: &TestApp, sql: &str) -> T
-where
-    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
-{
-    let pool = app.db.pool().await;
-    let value = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-    pool.close().await;
-    value
-}
-
 /// A Telegram customer who wrote once and got a released reply and a note; returns the
 /// customer and their conversation.
 async fn customer_with_history(app: &TestApp, org: &Org) -> (Uuid, Uuid) {
@@ -29,12 +19,15 @@ async fn customer_with_history(app: &TestApp, org: &Org) -> (Uuid, Uuid) {
     app.db
         .wait_for_count("SELECT count(*) FROM drafts", 1)
         .await;
-    let item: Uuid = scalar(app, "SELECT id FROM expert_queue").await;
+    let item: Uuid = app.db.scalar("SELECT id FROM expert_queue").await;
     let admin = app.pod(0).as_user(&org.token);
     let (status, answer) = admin.release(item, Some("it ships today")).await;
     assert_eq!(status, 200, "{answer}");
     wait_outbox(&app.db, outbox_of(&answer), "sent").await;
-    let conversation: Uuid = scalar(app, "SELECT conversation_id FROM expert_queue").await;
+    let conversation: Uuid = app
+        .db
+        .scalar("SELECT conversation_id FROM expert_queue")
+        .await;
     let (status, _) = admin
         .post(
             &format!("/conversations/{conversation}/notes"),
@@ -42,7 +35,10 @@ async fn customer_with_history(app: &TestApp, org: &Org) -> (Uuid, Uuid) {
         )
         .await;
     assert_eq!(status, 201);
-    (scalar(app, "SELECT id FROM customers").await, conversation)
+    (
+        app.db.scalar("SELECT id FROM customers").await,
+        conversation,
+    )
 }
 
 async fn get_raw(app: &TestApp, token: &str, path: &str, accept: &str) -> reqwest::Response {
