@@ -56,20 +56,64 @@ export async function api<T>(method: string, path: string, opts: Options = {}): 
   } catch {
     data = null;
   }
-  if (!response.ok) {
-    const body = (data ?? {}) as { code?: string; message?: string; current?: CurrentState };
-    const error = new ApiError(
-      response.status,
-      body.code ?? `http_${response.status}`,
-      body.message ?? response.statusText ?? "request failed",
-      body.current ?? null,
-    );
-    if (response.status === 401 && token && !path.startsWith("/auth/login")) {
-      onUnauthorized(error.message);
-    }
-    throw error;
-  }
+  if (!response.ok) throw refused(response, data, path);
   return data as T;
+}
+
+/** The error for a refused request (and the session's end on a 401). */
+function refused(response: Response, data: unknown, path: string): ApiError {
+  const body = (data ?? {}) as { code?: string; message?: string; current?: CurrentState };
+  const error = new ApiError(
+    response.status,
+    body.code ?? `http_${response.status}`,
+    body.message ?? response.statusText ?? "request failed",
+    body.current ?? null,
+  );
+  if (response.status === 401 && token && !path.startsWith("/auth/login")) {
+    onUnauthorized(error.message);
+  }
+  return error;
+}
+
+/** What `download` saved. */
+export interface Downloaded {
+  filename: string;
+  bytes: number;
+}
+
+/**
+ * A GET whose answer is a file (an export, the audit log): fetched with the session's token,
+ * which a plain link cannot carry, and handed to the browser to save under the name the
+ * server gives in Content-Disposition (else `fallback`).
+ */
+export async function download(path: string, accept: string, fallback: string): Promise<Downloaded> {
+  const headers: Record<string, string> = { accept };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(path, { method: "GET", headers, cache: "no-store" });
+  if (!response.ok) {
+    const text = await response.text();
+    let data: unknown = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = null;
+    }
+    throw refused(response, data, path);
+  }
+  const blob = await response.blob();
+  const named = /filename="?([^";]+)"?/i.exec(response.headers.get("content-disposition") ?? "");
+  const filename = named?.[1] ?? fallback;
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = filename;
+  link.hidden = true;
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  // The browser has taken the file once the click's task is over.
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return { filename, bytes: blob.size };
 }
 
 /** A v4 UUID; `crypto.randomUUID` exists only in secure contexts (https or localhost). */

@@ -3,7 +3,7 @@
 // document (api-types.ts), so a renamed field or parameter fails the type check here
 // instead of at run time.
 
-import { act, api } from "./api";
+import { act, api, download } from "./api";
 import type { paths } from "./api-types";
 import type {
   ActionAnswer,
@@ -69,10 +69,25 @@ export const conversations = {
     api<Conversation>("GET", `/conversations/${id}${query(params)}`),
 };
 
-/** A customer's conversations, newest activity first, with how each stands. */
+/** A customer's conversations, newest activity first, with how each stands; and (admins) their data. */
 export const customers = {
   conversations: (id: string, params: QueryOf<"/customers/{id}/conversations">) =>
     api<Schemas["CustomerConversationPage"]>("GET", `/customers/${id}/conversations${query(params)}`),
+  /** Everything held about the customer, saved as one JSON document. */
+  exportData: (id: string) => download(`/customers/${id}/export`, "application/json", `customer-${id}.json`),
+  /** `attempt` names one confirmation: a retry of it erases once. */
+  erase: (id: string, attempt: string) => act<Schemas["ErasureView"]>(`/customers/${id}/erase`, attempt),
+  erasure: (id: string) => api<Schemas["ErasureView"]>("GET", `/customers/${id}/erasure`),
+};
+
+/** The org's audit log as a file: every row of the filtered range, oldest first. */
+export const audit = {
+  download: (params: Omit<QueryOf<"/audit">, "cursor" | "limit">, format: "csv" | "ndjson") =>
+    download(
+      `/audit${query(params)}`,
+      format === "csv" ? "text/csv" : "application/x-ndjson",
+      `audit.${format === "csv" ? "csv" : "ndjson"}`,
+    ),
 };
 
 export const events = {
@@ -157,6 +172,7 @@ export const reports = {
   /** The reports page's numbers over a range of days (admins). */
   metrics: (params: QueryOf<"/reports/metrics">) =>
     api<Schemas["MetricsView"]>("GET", `/reports/metrics${query(params)}`),
+  settings: (orgId: string) => api<Schemas["SettingsView"]>("GET", `/orgs/${orgId}/settings`),
   updateSettings: (orgId: string, body: Schemas["SettingsUpdate"]) =>
     api<Schemas["SettingsView"]>("PATCH", `/orgs/${orgId}/settings`, { body }),
 };

@@ -14,6 +14,7 @@ import { renderLogin } from "./views/login";
 import { Notifier, priorState } from "./notify";
 import { presence } from "./presence";
 import { settingsControls } from "./views/settings";
+import { orgSettingsScreen } from "./views/org-settings";
 import { accountRoute, changePasswordDialog, renderAccept, renderReset } from "./views/account";
 import { membersScreen } from "./views/members";
 import { savedRepliesScreen } from "./views/saved-replies-admin";
@@ -84,6 +85,7 @@ async function start(s: Session): Promise<void> {
     isAdmin ? h("a", { href: "#/reports", "data-page": "reports", text: "Reports" }) : null,
     isAdmin ? h("a", { href: "#/admin/members", "data-page": "admin/members", text: "Members" }) : null,
     isAdmin ? h("a", { href: "#/admin/saved-replies", "data-page": "admin/saved-replies", text: "Saved replies" }) : null,
+    isAdmin ? h("a", { href: "#/admin/org", "data-page": "admin/org", text: "Org settings" }) : null,
   );
   const orgSelect =
     s.orgs.length > 1
@@ -196,6 +198,7 @@ function render(): void {
       reports: (el, org) => void import("./views/reports").then((m) => m.reportsScreen(el, org)),
       "admin/members": (el, org) => membersScreen(el, org, shell?.session.user.id ?? ""),
       "admin/saved-replies": savedRepliesScreen,
+      "admin/org": orgSettingsScreen,
     };
     const screen = h("div", { class: "admin-page" });
     mount(shell.main, screen);

@@ -147,7 +147,15 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
   const notePanel = notesPanel(store, () => conversationId, () => renderMessages());
   const composeBox = h("div", { class: "compose" }, composerLabel, draftInfo, composer, picker.el, actions, snoozeRow, notePanel.el);
   // Who else is viewing, and the customer's other conversations (views/context.ts).
-  const extras = conversationExtras(me);
+  const extras = conversationExtras(me, {
+    isAdmin: opts.isAdmin,
+    erased: () => {
+      // Nothing of the conversation is left to show or answer.
+      history.hidden = true;
+      composeBox.hidden = true;
+      say("This customer was erased: the conversation is gone from every console.", "info");
+    },
+  });
   const el = h(
     "section",
     { class: "detail", tabIndex: -1, "aria-label": "Conversation", "data-item": itemId },

@@ -7,6 +7,7 @@
 import { ApiError } from "../api";
 import { h, mount } from "../dom";
 import { members } from "../endpoints";
+import { confirmDialog } from "./confirm";
 import { clock } from "../format";
 import type { Schemas } from "../types";
 
@@ -27,29 +28,6 @@ export function memberProblem(e: unknown, what: string): string {
 export function memberStatus(m: Pick<Member, "deactivated_at" | "account_deactivated">): string {
   if (m.account_deactivated) return "Locked by an operator";
   return m.deactivated_at ? "Deactivated" : "Active";
-}
-
-function confirmDialog(message: string, confirmLabel: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const dialog = h(
-      "dialog",
-      { class: "confirm", "aria-labelledby": "confirm-title", "aria-describedby": "confirm-text", id: "member-confirm" },
-      h("h2", { id: "confirm-title", text: "Please confirm" }),
-      h("p", { id: "confirm-text", text: message }),
-      h(
-        "form",
-        { method: "dialog", class: "actions" },
-        h("button", { value: "cancel", text: "Cancel", autofocus: true }),
-        h("button", { value: "ok", class: "danger", text: confirmLabel }),
-      ),
-    );
-    dialog.addEventListener("close", () => {
-      resolve(dialog.returnValue === "ok");
-      dialog.remove();
-    });
-    document.body.append(dialog);
-    dialog.showModal();
-  });
 }
 
 export function membersScreen(root: HTMLElement, orgId: string, me: string): void {
@@ -163,7 +141,7 @@ export function membersScreen(root: HTMLElement, orgId: string, me: string): voi
           "aria-label": `Deactivate ${m.email}`,
           on: {
             click: async () => {
-              if (await confirmDialog(`Deactivate ${m.email}? Their sessions end at once and they cannot log in to this org until reactivated.`, "Deactivate"))
+              if (await confirmDialog(h("p", { text: `Deactivate ${m.email}? Their sessions end at once and they cannot log in to this org until reactivated.` }), "Deactivate", "member-confirm"))
                 void act(`deactivate ${m.email}`, () => members.deactivate(orgId, m.user_id));
             },
           },
@@ -175,7 +153,7 @@ export function membersScreen(root: HTMLElement, orgId: string, me: string): voi
       "aria-label": `Remove ${m.email}`,
       on: {
         click: async () => {
-          if (await confirmDialog(`Remove ${m.email} from this org? Their sessions end at once.`, "Remove"))
+          if (await confirmDialog(h("p", { text: `Remove ${m.email} from this org? Their sessions end at once.` }), "Remove", "member-confirm"))
             void act(`remove ${m.email}`, () => members.remove(orgId, m.user_id));
         },
       },
