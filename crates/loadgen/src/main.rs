@@ -13,6 +13,8 @@
 //!   last one is answered, for `--seconds`.
 //!
 //! Prints one JSON object: counts per status, achieved rate and latency percentiles.
+//! `--samples FILE` also writes every request as `due_unix_ms latency_us status`, for a
+//! benchmark that takes the percentiles of a window of its own (e.g. while a purge runs).
 
 mod http;
 
@@ -47,6 +49,9 @@ struct Args {
     /// Distinct customers the events come from (real traffic is many conversations).
     #[arg(long, default_value_t = 1000)]
     users: u64,
+    /// Also write every request (`due_unix_ms latency_us status`, one per line) here.
+    #[arg(long)]
+    samples: Option<std::path::PathBuf>,
 }
 
 /// Where requests go, and how they are signed.
@@ -87,8 +92,9 @@ impl Target {
     }
 }
 
-/// What one connection saw: (latency in µs, status; 0 for a broken connection).
-type Samples = Vec<(u32, u16)>;
+/// What one connection saw: (latency in µs, status; 0 for a broken connection, when it was
+/// due in µs after the start).
+type Samples = Vec<(u32, u16, u64)>;
 
 /// Sends requests on one connection until the run is over.
 async fn drive(
@@ -136,7 +142,8 @@ async fn drive(
             },
         };
         let micros = due.elapsed().as_micros().min(u32::MAX as u128) as u32;
-        samples.push((micros, status));
+        let offset = due.duration_since(start).as_micros() as u64;
+        samples.push((micros, status, offset));
     }
     samples
 }
@@ -178,6 +185,10 @@ async fn main() -> anyhow::Result<()> {
     let total = (args.rate * args.seconds).round() as u64;
     let next = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
+    let start_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
     let until = start + Duration::from_secs_f64(args.seconds);
     let tasks: Vec<_> = (0..args.conns)
         .map(|_| {
@@ -197,7 +208,17 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
-    for (_, status) in &samples {
+    if let Some(path) = &args.samples {
+        let mut out = String::with_capacity(samples.len() * 24);
+        for (micros, status, offset) in &samples {
+            out.push_str(&format!(
+                "{} {micros} {status}\n",
+                start_unix_ms + offset / 1000
+            ));
+        }
+        std::fs::write(path, out).with_context(|| format!("--samples {}", path.display()))?;
+    }
+    for (_, status, _) in &samples {
         *statuses.entry(status.to_string()).or_default() += 1;
     }
     let ok = statuses.get("200").copied().unwrap_or(0);
