@@ -652,6 +652,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{org_id}/autopilot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The org's autopilot policy; one never set reads as the default (off). */
+        get: operations["orgs_show"];
+        /**
+         * Replaces the org's autopilot policy. A draft sends itself only when the org and its
+         *     channel are on, the agent's confidence (clamped to 0-1, absent = 0) reaches the channel's
+         *     `min_confidence`, within `business_hours` if set, and no `never_when` rule applies; never
+         *     a fallback draft, never while the agent's or the channel's breaker is open. Audited with
+         *     the policy before and after.
+         */
+        put: operations["orgs_replace"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{org_id}/autopilot/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The kill switch (any admin of the org): turns the policy off at once, keeping its rules
+         *     for when it is turned on again. Audited.
+         */
+        post: operations["orgs_pause"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{org_id}/invitations": {
         parameters: {
             query?: never;
@@ -983,6 +1027,15 @@ export interface components {
         };
         /** @enum {string} */
         Author: "customer" | "agent" | "expert";
+        /** @description Days and hours, in the org's time zone. */
+        BusinessHours: {
+            /** @description Days the hours apply, `mon` … `sun`. */
+            days: components["schemas"]["Day"][];
+            /** @description `HH:MM`, exclusive; before `start` means the hours run past midnight. */
+            end: string;
+            /** @description `HH:MM`, inclusive. */
+            start: string;
+        };
         ChangePassword: {
             current_password: string;
             new_password: string;
@@ -1002,6 +1055,28 @@ export interface components {
          * @enum {string}
          */
         ChannelKind: "slack" | "whatsapp" | "telegram" | "email";
+        /** @description One channel's rule. */
+        ChannelPolicy: {
+            /** @description This channel's switch. */
+            enabled: boolean;
+            /**
+             * Format: int32
+             * @description Seconds the draft waits, visible and stoppable, before it is sent (10 to 3600).
+             */
+            hold_secs?: number;
+            /**
+             * Format: double
+             * @description The agent's confidence the draft needs, 0 to 1 (inclusive).
+             */
+            min_confidence: number;
+        };
+        /** @description The policy of each channel, one field per [`ChannelKind`]. */
+        Channels: {
+            email?: null | components["schemas"]["ChannelPolicy"];
+            slack?: null | components["schemas"]["ChannelPolicy"];
+            telegram?: null | components["schemas"]["ChannelPolicy"];
+            whatsapp?: null | components["schemas"]["ChannelPolicy"];
+        };
         Check: {
             error?: string | null;
             /** Format: int64 */
@@ -1232,6 +1307,11 @@ export interface components {
             /** Format: uuid */
             id: string;
         };
+        /**
+         * @description A day of the week.
+         * @enum {string}
+         */
+        Day: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
         DeadLetterPage: {
             items: components["schemas"]["DeadLetterView"][];
             next_cursor?: string | null;
@@ -1638,6 +1718,22 @@ export interface components {
             /** Format: date */
             to: string;
         };
+        /** @description When a draft above the threshold still waits for a human. */
+        NeverWhen: {
+            /** @description The draft is the stored fallback (always true: a fallback never sends itself). */
+            fallback?: boolean;
+            /** @description The item is flagged for review (default true). */
+            flagged?: boolean;
+            /** @description The customer is new: this is their first conversation (default false). */
+            new_customer?: boolean;
+            /** @description The customer's message contains one of these words or phrases (case-insensitive). */
+            phrases?: string[];
+            /**
+             * @description The draft has a link or a number found neither in the saved replies nor in the
+             *     conversation (default true).
+             */
+            unknown_link_or_number?: boolean;
+        };
         /**
          * @description `note_added`: an internal note, whole, so other experts' consoles show it at once. Goes
          *     to the org's console sockets only; no customer or agent path reads events.
@@ -1710,6 +1806,21 @@ export interface components {
              * @description The user.
              */
             user_id: string;
+        };
+        /** @description An org's autopilot. Absent (never set) is the same as `enabled: false`. */
+        Policy: {
+            business_hours?: null | components["schemas"]["BusinessHours"];
+            /** @description Per channel; a channel not named never sends itself. */
+            channels?: components["schemas"]["Channels"];
+            /** @description The org's switch (default false): off, no draft sends itself whatever the channels say. */
+            enabled?: boolean;
+            /**
+             * Format: int32
+             * @description Most replies the autopilot sends per hour for the org (across pods); absent: no cap.
+             */
+            max_per_hour?: number | null;
+            /** @description When a draft stays for a human even above the threshold. */
+            never_when?: components["schemas"]["NeverWhen"];
         };
         /** @description The `presence` event: everyone viewing the conversation now (each user once). */
         PresenceEvent: {
@@ -4632,6 +4743,169 @@ export interface operations {
                 };
                 content: {
                     "application/json": unknown;
+                };
+            };
+        };
+    };
+    orgs_show: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Policy"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of the org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_replace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Policy"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Policy"];
+                };
+            };
+            /** @description Not a policy (an unknown field, a wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of the org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A field out of bounds, named in the message */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    orgs_pause: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Policy"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not an admin of the org */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };

@@ -31,6 +31,17 @@ pub use tls::{PgTls, PoolerMode, RedisEndpoint, RedisTls, TlsMode};
 
 use serde::Deserialize;
 
+/// `AUTOPILOT`: `off` turns every org's autopilot off when a pod starts (the deployment's
+/// kill switch); `on` (the default) leaves each org's own setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    /// Each org's setting stands.
+    On,
+    /// Off for every org.
+    Off,
+}
+
 /// Which deployment the process runs as; production turns on the start-up invariants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

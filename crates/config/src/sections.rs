@@ -6,7 +6,7 @@
 
 use crate::env::settings;
 use crate::{
-    AgentMode, AppEnv, LogFormat, PoolerMode, RATE_LIMIT_POLICIES, SCHEDULED_JOBS, TlsMode,
+    AgentMode, AppEnv, LogFormat, PoolerMode, RATE_LIMIT_POLICIES, SCHEDULED_JOBS, Switch, TlsMode,
 };
 use secrecy::SecretString;
 use std::collections::BTreeMap;
@@ -239,6 +239,11 @@ settings! {
             /// `customer-erasure` job may take it up (the pod died mid-way); well above what
             /// one erasure takes.
             erasure_lease: Duration = Millis("ERASURE_LEASE_MS"),
+        },
+        /// Drafts that send themselves under an org's policy.
+        autopilot: Autopilot {
+            /// `off`: every org's autopilot is turned off when a pod starts.
+            mode: Switch = Text("AUTOPILOT"),
         },
         /// Provider calls: timeouts, retries, the breaker and the dead letters.
         outbound: Outbound {

@@ -5,6 +5,7 @@
 //! this one instead of on the layer that happened to define it first.
 
 pub mod alerts;
+pub mod autopilot;
 pub mod backoff;
 pub mod events;
 pub mod faults;

@@ -9,6 +9,7 @@
 //! transition with its outbound message, outbox row, audit row and realtime events in one
 //! transaction.
 
+pub mod autopilot;
 pub mod dispatch;
 pub mod expert;
 pub mod inbound;

@@ -4,6 +4,8 @@ use crate::StoreError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
+use sqlx::types::Json;
+use switchboard_domain::autopilot::Policy;
 use uuid::Uuid;
 
 /// An org row.
@@ -113,4 +115,62 @@ pub async fn account_manager(pool: &PgPool, id: Uuid) -> Result<Option<String>, 
             .await?
             .flatten(),
     )
+}
+
+/// The org's autopilot policy: `None` for no such org; a policy never set reads as the
+/// default (off).
+pub async fn autopilot<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    id: Uuid,
+) -> Result<Option<Policy>, StoreError> {
+    let row: Option<(Option<Json<Policy>>,)> =
+        sqlx::query_as("SELECT autopilot FROM orgs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(db)
+            .await?;
+    Ok(row.map(|(p,)| p.map(|Json(p)| p).unwrap_or_default()))
+}
+
+/// The policy, locked until the transaction ends, for a change that records what it replaced.
+pub async fn lock_autopilot(
+    tx: &mut sqlx::PgConnection,
+    id: Uuid,
+) -> Result<Option<Policy>, StoreError> {
+    let row: Option<(Option<Json<Policy>>,)> =
+        sqlx::query_as("SELECT autopilot FROM orgs WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(tx)
+            .await?;
+    Ok(row.map(|(p,)| p.map(|Json(p)| p).unwrap_or_default()))
+}
+
+/// Stores the org's policy.
+pub async fn set_autopilot<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    id: Uuid,
+    policy: &Policy,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE orgs SET autopilot = $2 WHERE id = $1")
+        .bind(id)
+        .bind(Json(policy))
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Turns every org's autopilot off (`AUTOPILOT=off`), keeping its rules, with an audit row
+/// for each org it was on for, in one statement; those orgs.
+pub async fn pause_every_autopilot(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "WITH paused AS (
+           UPDATE orgs SET autopilot = jsonb_set(autopilot, '{enabled}', 'false')
+            WHERE (autopilot ->> 'enabled')::boolean
+            RETURNING id),
+         audited AS (
+           INSERT INTO audit_log (org_id, action, target_type, target_id, details)
+           SELECT id, 'autopilot.paused', 'org', id, '{\"by\": \"AUTOPILOT=off\"}'::jsonb FROM paused)
+         SELECT id FROM paused",
+    )
+    .fetch_all(pool)
+    .await?)
 }

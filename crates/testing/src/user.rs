@@ -60,6 +60,12 @@ impl User<'_> {
         answer(r.await.unwrap_or_else(|e| panic!("PATCH {path}: {e}"))).await
     }
 
+    /// `PUT {path}` with a JSON body.
+    pub async fn put(self, path: &str, body: Value) -> (u16, Value) {
+        let r = self.request(reqwest::Method::PUT, path).json(&body).send();
+        answer(r.await.unwrap_or_else(|e| panic!("PUT {path}: {e}"))).await
+    }
+
     /// `POST {path}` with a JSON body and `Idempotency-Key: key`.
     pub async fn post_with_key(self, path: &str, body: Value, key: &str) -> (u16, Value) {
         let r = self

@@ -3,6 +3,7 @@
 mod alerts;
 mod audit;
 mod auth;
+mod autopilot;
 mod connection_secrets;
 mod connections;
 mod conversations;
@@ -49,6 +50,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(health::router())
         .merge(alerts::router())
+        .merge(autopilot::router())
         .merge(auth::router())
         .merge(connections::router())
         .merge(conversations::router())

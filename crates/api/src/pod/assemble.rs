@@ -82,6 +82,10 @@ impl App {
         if !violations.is_empty() {
             return Err(StartError::Violations(violations));
         }
+        if config.autopilot.mode == switchboard_config::Switch::Off {
+            let paused = switchboard_flows::autopilot::pause_everywhere(&db).await?;
+            tracing::warn!(orgs = paused, "AUTOPILOT=off: every org's autopilot is off");
+        }
         // Validated when the configuration was loaded; a contradiction cannot reach here.
         let endpoint = config
             .redis_endpoint()

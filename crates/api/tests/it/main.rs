@@ -6,6 +6,7 @@ mod abuse;
 mod alerting;
 mod alerts;
 mod auth;
+mod autopilot;
 mod cluster;
 mod connection_rotation;
 mod connections;
