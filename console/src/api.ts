@@ -49,15 +49,19 @@ export async function api<T>(method: string, path: string, opts: Options = {}): 
     cache: "no-store",
   });
   if (response.status === 204) return undefined as T;
-  const text = await response.text();
-  let data: unknown = null;
-  try {
-    data = text ? JSON.parse(text) : null;
-  } catch {
-    data = null;
-  }
+  const data = await jsonOf(response);
   if (!response.ok) throw refused(response, data, path);
   return data as T;
+}
+
+/** The answer's JSON body, or null when it has none or it is not JSON. */
+async function jsonOf(response: Response): Promise<unknown> {
+  const text = await response.text();
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The error for a refused request (and the session's end on a 401). */
@@ -90,16 +94,7 @@ export async function download(path: string, accept: string, fallback: string): 
   const headers: Record<string, string> = { accept };
   if (token) headers.authorization = `Bearer ${token}`;
   const response = await fetch(path, { method: "GET", headers, cache: "no-store" });
-  if (!response.ok) {
-    const text = await response.text();
-    let data: unknown = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch {
-      data = null;
-    }
-    throw refused(response, data, path);
-  }
+  if (!response.ok) throw refused(response, await jsonOf(response), path);
   const blob = await response.blob();
   const named = /filename="?([^";]+)"?/i.exec(response.headers.get("content-disposition") ?? "");
   const filename = named?.[1] ?? fallback;

@@ -23,6 +23,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(pause))
 }
 
+/// The audit's actor: the caller, an admin of `org_id`.
+fn admin<'a>(caller: &Caller, org_id: Uuid, request_id: Option<&'a str>) -> Actor<'a> {
+    Actor {
+        org_id: Some(org_id),
+        user_id: Some(caller.user_id),
+        request_id,
+    }
+}
+
 impl From<PolicyError> for ApiError {
     fn from(e: PolicyError) -> Self {
         match e {
@@ -75,11 +84,7 @@ async fn replace(
     Json(policy): Json<Policy>,
 ) -> ApiResult<Json<Policy>> {
     caller.require_admin(org_id)?;
-    let actor = Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = admin(&caller, org_id, request_id.as_deref());
     Ok(Json(flow::set(&state.db, actor, org_id, policy).await?))
 }
 
@@ -99,10 +104,6 @@ async fn pause(
     Path(org_id): Path<Uuid>,
 ) -> ApiResult<Json<Policy>> {
     caller.require_admin(org_id)?;
-    let actor = Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = admin(&caller, org_id, request_id.as_deref());
     Ok(Json(flow::pause(&state.db, actor, org_id).await?))
 }
