@@ -507,6 +507,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/expert-queue/{id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Stop the autopilot's hold: the draft does not send itself, and the item waits for an expert (any member) */
+        post: operations["expert_queue_stop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/expert-queue/{id}/unclaim": {
         parameters: {
             query?: never;
@@ -665,8 +682,9 @@ export interface paths {
          * Replaces the org's autopilot policy. A draft sends itself only when the org and its
          *     channel are on, the agent's confidence (clamped to 0-1, absent = 0) reaches the channel's
          *     `min_confidence`, within `business_hours` if set, and no `never_when` rule applies; never
-         *     a fallback draft, never while the agent's or the channel's breaker is open. Audited with
-         *     the policy before and after.
+         *     a fallback draft, never while the agent's or the channel's breaker is open. The org's
+         *     drafts on hold go back to waiting for an expert (they were admitted under the rules
+         *     replaced). Audited with the policy before and after.
          */
         put: operations["orgs_replace"];
         post?: never;
@@ -687,7 +705,8 @@ export interface paths {
         put?: never;
         /**
          * The kill switch (any admin of the org): turns the policy off at once, keeping its rules
-         *     for when it is turned on again. Audited.
+         *     for when it is turned on again, and stops every draft on hold (each waits for an expert,
+         *     live in every console). Audited, with how many holds it stopped.
          */
         post: operations["orgs_pause"];
         delete?: never;
@@ -1568,6 +1587,8 @@ export interface components {
         };
         /** @description A queue item as a console row shows it, with no further request needed. */
         ItemView: {
+            /** @description `auto_pending`: the rule of the org's autopilot that admitted the draft. */
+            autopilot_rule?: string | null;
             channel: components["schemas"]["ChannelKind"];
             /** Format: uuid */
             claimed_by?: string | null;
@@ -1583,6 +1604,11 @@ export interface components {
             last_message?: null | components["schemas"]["LastMessage"];
             /** Format: uuid */
             org_id: string;
+            /**
+             * Format: date-time
+             * @description `auto_pending`: when the draft sends itself unless someone stops it.
+             */
+            send_at?: string | null;
             /** Format: date-time */
             sla_due_at?: string | null;
             /** Format: date-time */
@@ -1847,6 +1873,8 @@ export interface components {
          *     or decide to refetch `GET /expert-queue/{id}`.
          */
         QueueItemEvent: {
+            /** @description `auto_pending`: the rule of the org's autopilot that admitted the draft. */
+            autopilot_rule?: string | null;
             /**
              * Format: uuid
              * @description Who holds it, if anyone.
@@ -1864,6 +1892,11 @@ export interface components {
              * @description The item.
              */
             id: string;
+            /**
+             * Format: date-time
+             * @description `auto_pending`: when the draft sends itself (a console counts down to it).
+             */
+            send_at?: string | null;
             /** @description The state after the change. */
             status: components["schemas"]["QueueStatus"];
             /**
@@ -1877,7 +1910,7 @@ export interface components {
          *     in docs/ARCHITECTURE.md ("The queue item's state machine").
          * @enum {string}
          */
-        QueueStatus: "pending" | "claimed" | "awaiting_client" | "snoozed" | "resolved";
+        QueueStatus: "pending" | "auto_pending" | "claimed" | "awaiting_client" | "snoozed" | "resolved";
         Readiness: {
             agent?: null | components["schemas"]["AgentView"];
             /**
@@ -4281,6 +4314,93 @@ export interface operations {
                 };
             };
             /** @description The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConflictBody"];
+                };
+            };
+            /** @description `precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder) */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConflictBody"];
+                };
+            };
+            /** @description Invalid input, or the key was used for another request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    expert_queue_stop: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first answer to a retry */
+                "Idempotency-Key"?: string | null;
+                /** @description The item's ETag as the client saw it (`"<version>"`): the action applies only to that version */
+                "If-Match"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAnswer"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another org's resource, or the role is too low */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The item is not on hold (`current` says its state: sent, stopped, or taken by an expert), or the key's first request still runs */
             409: {
                 headers: {
                     [name: string]: unknown;

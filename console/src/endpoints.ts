@@ -50,6 +50,7 @@ export interface ActionBodies {
   snooze: Schemas["SnoozeBody"];
   resolve: undefined;
   reopen: undefined;
+  stop: undefined;
 }
 export type ActionName = keyof ActionBodies;
 
@@ -175,4 +176,10 @@ export const reports = {
   settings: (orgId: string) => api<Schemas["SettingsView"]>("GET", `/orgs/${orgId}/settings`),
   updateSettings: (orgId: string, body: Schemas["SettingsUpdate"]) =>
     api<Schemas["SettingsView"]>("PATCH", `/orgs/${orgId}/settings`, { body }),
+};
+
+export const autopilot = {
+  get: (orgId: string) => api<Schemas["Policy"]>("GET", `/orgs/${orgId}/autopilot`),
+  /** The kill switch: the policy off and every hold of the org stopped, at once. */
+  pause: (orgId: string) => api<Schemas["Policy"]>("POST", `/orgs/${orgId}/autopilot/pause`),
 };

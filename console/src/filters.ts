@@ -1,7 +1,7 @@
 // The queue's tabs and filters, and the orders its lists are shown in: pure functions of an
 // item, so the store can count and sort the whole working set on every change.
 
-import type { Channel, Item } from "./types";
+import type { Channel, Item, QueueStatus } from "./types";
 
 export type StatusTab = "pending" | "claimed" | "awaiting_client" | "snoozed" | "open" | "resolved";
 
@@ -13,6 +13,12 @@ export const TABS: { id: StatusTab; label: string }[] = [
   { id: "open", label: "All open" },
   { id: "resolved", label: "Resolved" },
 ];
+
+/** The tab an item's state is listed under: an item on the autopilot's hold is pending (an
+ * expert may still stop it or act on it). */
+export function tabOf(status: Exclude<QueueStatus, "resolved">): Exclude<StatusTab, "open" | "resolved"> {
+  return status === "auto_pending" ? "pending" : status;
+}
 
 export interface Filters {
   status: StatusTab;
@@ -34,7 +40,7 @@ export function recentOrder(a: Item, b: Item): number {
 
 /** Whether `item` passes the filters; `status` null ignores the status tab (for counts). */
 export function matches(item: Item, f: Filters, status: StatusTab | null, me: string): boolean {
-  if (status && status !== "open" && status !== "resolved" && item.status !== status) return false;
+  if (status && status !== "open" && status !== "resolved" && (item.status === "resolved" || tabOf(item.status) !== status)) return false;
   if (f.channel && item.channel !== f.channel) return false;
   if (f.flagged && !item.flagged) return false;
   if (f.mine && item.claimed_by !== me) return false;

@@ -39,6 +39,7 @@ export const CHANNEL_LABEL: Record<Channel, string> = {
 
 export const STATUS_LABEL: Record<QueueStatus, string> = {
   pending: "Pending",
+  auto_pending: "Sending soon",
   claimed: "Claimed",
   awaiting_client: "Awaiting customer",
   snoozed: "Snoozed",
@@ -65,4 +66,13 @@ export function percent(x: number | null | undefined): string {
 export function localInput(d: Date): string {
   const pad = (n: number) => String(n).padStart(2, "0");
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** The countdown of an item on the autopilot's hold: "sends itself in 0:42". */
+export function sendsIn(sendAt: string, now = Date.now()): string {
+  const left = Math.ceil((Date.parse(sendAt) - now) / 1000);
+  if (!(left > 0)) return "sending now";
+  const m = Math.floor(left / 60);
+  const s = left % 60;
+  return `sends itself in ${m}:${String(s).padStart(2, "0")}`;
 }

@@ -10,6 +10,7 @@ import { Store } from "./store";
 import { connectionsScreen, deadLettersScreen, inboundScreen } from "./views/admin";
 import { type AlertsBanner, alertsBanner } from "./views/alerts";
 import { type DetailPane, detailPane } from "./views/detail";
+import { pauseControl } from "./views/autopilot";
 import { renderLogin } from "./views/login";
 import { Notifier, priorState } from "./notify";
 import { presence } from "./presence";
@@ -112,6 +113,7 @@ async function start(s: Session): Promise<void> {
         ["s", "snooze (pick a time, then s or Enter)"],
         ["x", "resolve"],
         ["o", "reopen"],
+        ["t", "stop the autopilot (an item about to send itself)"],
         ["/", "search"],
         ["/ in the reply box", "insert a saved reply (↑ ↓, Enter, Esc)"],
         ["Esc", "back to the queue"],
@@ -134,6 +136,7 @@ async function start(s: Session): Promise<void> {
       nav,
       h("span", { class: "spacer" }),
       link,
+      isAdmin ? pauseControl(s.orgId) : null,
       orgSelect,
       h("span", { class: "user", text: s.user.email }),
       settings.button,
@@ -257,6 +260,7 @@ function onKey(e: KeyboardEvent): void {
       u: () => detail.run("unclaim"),
       x: () => detail.run("resolve"),
       o: () => detail.run("reopen"),
+      t: () => detail.run("stop"),
       e: () => detail.focusComposer(),
       s: () => detail.run("snooze"),
     };

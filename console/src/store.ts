@@ -11,7 +11,7 @@
 // `apply` is the one place an event is routed; the views only read and subscribe.
 
 import * as endpoints from "./endpoints";
-import { type Filters, type StatusTab, matches, recentOrder, waitingOrder } from "./filters";
+import { type Filters, type StatusTab, matches, recentOrder, tabOf, waitingOrder } from "./filters";
 import { ConversationNotes } from "./notes";
 import type { Conversation, EventData, Item, Message, RealtimeEvent, Schemas } from "./types";
 
@@ -260,7 +260,7 @@ export class Store {
     for (const item of this.open.values()) {
       if (!matches(item, this.filters, null, this.me)) continue;
       counts.open++;
-      if (item.status !== "resolved") counts[item.status]++;
+      if (item.status !== "resolved") counts[tabOf(item.status)]++;
     }
     for (const item of this.resolved.values()) if (matches(item, this.filters, null, this.me)) counts.resolved++;
     return counts;
@@ -270,7 +270,7 @@ export class Store {
   oldestPending(): string | null {
     let oldest: string | null = null;
     for (const item of this.open.values()) {
-      if (item.status === "pending" && matches(item, this.filters, null, this.me) && (!oldest || item.created_at < oldest)) {
+      if ((item.status === "pending" || item.status === "auto_pending") && matches(item, this.filters, null, this.me) && (!oldest || item.created_at < oldest)) {
         oldest = item.created_at;
       }
     }

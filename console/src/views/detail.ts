@@ -7,7 +7,7 @@
 import { ApiError } from "../api";
 import { h, mount } from "../dom";
 import { type ActionBodies, type ActionName, queue } from "../endpoints";
-import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, shortId } from "../format";
+import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, sendsIn, shortId } from "../format";
 import { timeline } from "../notes";
 import { session } from "../session";
 import type { Store } from "../store";
@@ -26,7 +26,9 @@ const VERB: Record<ActionName, string> = {
   snooze: "snooze",
   resolve: "resolve",
   reopen: "reopen",
+  stop: "stop the autopilot on",
 };
+
 
 export interface DetailPane {
   el: HTMLElement;
@@ -92,6 +94,8 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
   let dirty = false;
   let lastDraft: string | null = null;
   let disposed = false;
+  /** The countdown shown while the item is on the autopilot's hold (updated every second). */
+  let countdown: HTMLElement | null = null;
 
   const header = h("header", { class: "detail-header" });
   const banner = h("div", { class: "banner", role: "alert", id: "detail-banner", hidden: true });
@@ -227,8 +231,20 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
           ? fact("SLA", h("span", { class: sla < 0 ? "overdue" : "", text: sla < 0 ? `overdue by ${duration(-sla)}` : `due in ${duration(sla)}` }))
           : null,
         item.snoozed_until ? fact("Snoozed until", clock(item.snoozed_until)) : null,
+        item.status === "auto_pending" && item.send_at
+          ? fact(
+              "Autopilot",
+              h(
+                "span",
+                { id: "autopilot-hold" },
+                (countdown = h("span", { id: "autopilot-countdown", role: "timer", "aria-live": "off", text: sendsIn(item.send_at) })),
+                item.autopilot_rule ? ` · admitted by the rule “${item.autopilot_rule}”` : null,
+              ),
+            )
+          : null,
       ),
     );
+    if (item.status !== "auto_pending") countdown = null;
   }
 
   function renderComposer(): void {
@@ -236,7 +252,7 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     const draft = item.draft;
     const name = item.customer.display_name || item.customer.external_id;
     composerLabel.textContent = mode === "own" ? `Your reply to ${name}` : `Reply to ${name} (agent draft, editable)`;
-    if (item.status !== "pending" && item.status !== "claimed") {
+    if (item.status !== "pending" && item.status !== "claimed" && item.status !== "auto_pending") {
       // Nothing to answer now: the last reply went out, or the item is parked or closed.
       composerLabel.textContent = `Reply to ${name}`;
       mount(draftInfo, h("span", { text: `No reply is due: the item is ${STATUS_LABEL[item.status].toLowerCase()}. Reopen it to answer again.` }));
@@ -285,17 +301,19 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
       return;
     }
     const s = item.status;
-    const open = s === "pending" || s === "claimed";
+    const held = s === "auto_pending";
+    const open = s === "pending" || s === "claimed" || held;
     const mine = item.claimed_by === me;
     const text = composer.value.trim();
     const edited = mode === "draft" && !!item.draft && composer.value !== item.draft.text;
     const sendLabel = mode === "own" ? "Send reply" : edited && open ? "Release edited" : "Release";
     mount(
       actions,
-      s === "claimed" && mine ? button("unclaim", "Unclaim", "U", true) : button("claim", "Claim", "C", s === "pending" || (s === "claimed" && !mine)),
+      held ? button("stop", "Stop autopilot", "T", true, true) : null,
+      s === "claimed" && mine ? button("unclaim", "Unclaim", "U", true) : button("claim", "Claim", "C", s === "pending" || held || (s === "claimed" && !mine)),
       mode === "own"
         ? button("respond", sendLabel, "Control+Enter", open && text.length > 0, true)
-        : button("release", sendLabel, "Control+Enter", open && text.length > 0, true),
+        : button("release", sendLabel, "Control+Enter", open && text.length > 0, !held),
       h("button", {
         type: "button",
         class: "link",
@@ -314,7 +332,7 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
         },
       }),
       h("span", { class: "spacer" }),
-      button("snooze", "Snooze", "S", s === "pending" || s === "claimed" || s === "awaiting_client"),
+      button("snooze", "Snooze", "S", open || s === "awaiting_client"),
       button("resolve", "Resolve", "X", s !== "resolved"),
       button("reopen", "Reopen", "O", s === "awaiting_client" || s === "snoozed" || s === "resolved"),
     );
@@ -524,6 +542,8 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
         return "Reply queued for delivery.";
       case "snooze":
         return `Snoozed until ${clock(fresh.snoozed_until)}.`;
+      case "stop":
+        return "Autopilot stopped: the draft waits for an expert.";
       default:
         return `${STATUS_LABEL[fresh.status]}.`;
     }
@@ -533,6 +553,9 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
   void loadConversation();
   // Waiting times and the SLA move on by themselves.
   const tick = window.setInterval(renderHeader, 30_000);
+  const secondTick = window.setInterval(() => {
+    if (countdown && item?.status === "auto_pending" && item.send_at) countdown.textContent = sendsIn(item.send_at);
+  }, 1000);
 
   return {
     el,
@@ -544,6 +567,7 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     dispose: () => {
       disposed = true;
       window.clearInterval(tick);
+      window.clearInterval(secondTick);
       observer.disconnect();
       unsubscribe();
       extras.dispose();

@@ -87,6 +87,9 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             jobs: SCHEDULED_JOBS.to_vec(),
             keep: config.scheduler.history,
         }),
+        Arc::new(switchboard_flows::autopilot::AutopilotSend {
+            deps: flows.clone(),
+        }),
         Arc::new(SnoozeResurface {
             db: db.clone(),
             emitter: flows.emitter.clone(),

@@ -305,6 +305,8 @@ pub enum Refusal {
     UnknownLinkOrNumber,
     AgentBreakerOpen,
     OutboundBreakerOpen,
+    /// The item is claimed or snoozed: an expert has it.
+    Taken,
 }
 
 impl Refusal {
@@ -322,6 +324,7 @@ impl Refusal {
             Refusal::UnknownLinkOrNumber => "unknown_link_or_number",
             Refusal::AgentBreakerOpen => "agent_breaker_open",
             Refusal::OutboundBreakerOpen => "outbound_breaker_open",
+            Refusal::Taken => "taken",
         }
     }
 }

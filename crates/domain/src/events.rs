@@ -98,6 +98,12 @@ pub struct QueueItemEvent {
     pub claimed_by: Option<Uuid>,
     /// Whether the draft needs review (the agent fell back).
     pub flagged_for_review: bool,
+    /// `auto_pending`: when the draft sends itself (a console counts down to it).
+    #[serde(default)]
+    pub send_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// `auto_pending`: the rule of the org's autopilot that admitted the draft.
+    #[serde(default)]
+    pub autopilot_rule: Option<String>,
 }
 
 /// `message_created`.

@@ -173,6 +173,8 @@ spelled! {
         CustomerErasure = "customer-erasure",
         /// Deletes what is older than each org's retention window.
         OrgRetention = "org-retention",
+        /// Sends the drafts the autopilot holds once their hold is over.
+        AutopilotSend = "autopilot-send",
     }
 }
 
@@ -272,6 +274,9 @@ impl FromStr for Role {
 pub enum QueueStatus {
     /// Waiting for an expert.
     Pending,
+    /// The autopilot admitted its draft, which sends itself at `send_at` unless an expert,
+    /// the customer or a pause stops it first (then it is pending).
+    AutoPending,
     /// An expert holds it (`claimed_by`).
     Claimed,
     /// A reply went out; waiting for the customer.
@@ -284,8 +289,9 @@ pub enum QueueStatus {
 
 impl QueueStatus {
     /// Every state, in a stable order.
-    pub const ALL: [QueueStatus; 5] = [
+    pub const ALL: [QueueStatus; 6] = [
         QueueStatus::Pending,
+        QueueStatus::AutoPending,
         QueueStatus::Claimed,
         QueueStatus::AwaitingClient,
         QueueStatus::Snoozed,
@@ -296,6 +302,7 @@ impl QueueStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             QueueStatus::Pending => "pending",
+            QueueStatus::AutoPending => "auto_pending",
             QueueStatus::Claimed => "claimed",
             QueueStatus::AwaitingClient => "awaiting_client",
             QueueStatus::Snoozed => "snoozed",

@@ -1,13 +1,143 @@
-//! Changes to an org's autopilot policy: set by an admin, paused by any admin (the kill
-//! switch) or by the deployment (`AUTOPILOT=off`). Each is one transaction that locks the
-//! org's policy, stores the new one and writes the audit row with what it replaced, so two
-//! admins changing it at once leave an audit trail whose `before`s chain.
+//! The org's autopilot: its policy's changes, the judgement of each draft as it lands, and
+//! the send of the drafts it admitted once their hold is over.
+//!
+//! - **Changes**: set by an admin, paused by any admin (the kill switch) or by the
+//!   deployment (`AUTOPILOT=off`). Each is one transaction that locks the org's policy,
+//!   stores the new one, ends the org's holds (they were admitted under the rules it
+//!   replaced; their items wait for an expert) and writes the audit row with what it
+//!   replaced, so two admins changing it at once leave an audit trail whose `before`s chain.
+//! - **Judgement** ([`judge_draft`]): the facts the rules read (the org's local time, the
+//!   breakers, the customer's history, the texts a link or number may come from) are
+//!   gathered here and judged in `switchboard_domain::autopilot`; the draft statement then
+//!   starts the hold only if the policy and the item are still what was judged.
+//! - **The send** ([`AutopilotSend`], `autopilot-send`, once per slot across pods): each
+//!   due item goes through the expert's release path (`crate::expert::autopilot_release`)
+//!   at the version it was found at, in its own transaction with its outbox row, so it is
+//!   sent once or, when anything changed it since, not at all.
 
-use serde_json::json;
-use switchboard_domain::autopilot::{Invalid, Policy};
+use crate::Deps;
+use async_trait::async_trait;
+use chrono::{Datelike, Timelike, Utc};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+use switchboard_domain::autopilot::{self, Facts, Invalid, Policy};
+use switchboard_domain::faults::Step;
+use switchboard_domain::{ChannelKind, Event, JobName, QueueStatus};
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::audit::{self, Actor};
-use switchboard_store::{PgPool, StoreError, orgs};
+use switchboard_store::expert_queue::{self, Moved};
+use switchboard_store::{PgPool, StoreError, event_outbox, orgs};
 use uuid::Uuid;
+
+/// A draft the org's autopilot admitted, as the draft statement needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    /// Seconds until it sends itself.
+    pub hold_secs: i32,
+    /// The rule that admitted it.
+    pub rule: String,
+    /// The org's policy as stored when judged; the hold starts only if it still is.
+    pub policy: Value,
+    /// The item's version when judged (none: no item yet); the hold starts only at it.
+    pub seen_version: Option<i32>,
+}
+
+/// What the inbound job knows of a draft that just came back from the agent.
+#[derive(Debug)]
+pub struct DraftFacts<'a> {
+    /// Owning org.
+    pub org_id: Uuid,
+    /// The channel the reply would leave on.
+    pub channel: ChannelKind,
+    /// The connection it would leave through (its breaker).
+    pub connection_id: Uuid,
+    /// The conversation.
+    pub conversation_id: Uuid,
+    /// The agent's confidence.
+    pub confidence: Option<f32>,
+    /// The draft is the stored fallback.
+    pub fallback: bool,
+    /// What the customer wrote last.
+    pub customer_text: &'a str,
+    /// The draft.
+    pub draft: &'a str,
+    /// The conversation's recent messages.
+    pub conversation: &'a [String],
+}
+
+/// Judges a draft under its org's autopilot; the hold to start, if admitted. Anything that
+/// cannot be read (Postgres, Redis, a time zone) leaves the draft for a human.
+pub async fn judge_draft(deps: &Deps, d: &DraftFacts<'_>) -> Option<Hold> {
+    match judge(deps, d).await {
+        Ok(Ok(hold)) => Some(hold),
+        Ok(Err(refusal)) => {
+            metrics::counter!("autopilot_refusals_total", "rule" => refusal.as_str()).increment(1);
+            None
+        }
+        Err(e) => {
+            tracing::warn!(conversation_id = %d.conversation_id, error = %e,
+                "could not judge the draft for the autopilot; it waits for an expert");
+            None
+        }
+    }
+}
+
+async fn judge(
+    deps: &Deps,
+    d: &DraftFacts<'_>,
+) -> Result<Result<Hold, autopilot::Refusal>, StoreError> {
+    let Some(found) = orgs::autopilot_facts(&deps.db, d.conversation_id).await? else {
+        return Ok(Err(autopilot::Refusal::Off));
+    };
+    let Some(stored) = found.policy else {
+        return Ok(Err(autopilot::Refusal::Off));
+    };
+    let policy: Policy = serde_json::from_value(stored.clone())
+        .map_err(|e| StoreError::Unexpected(format!("stored autopilot policy: {e}")))?;
+    // Only an item waiting for an expert (or none yet) may be put on hold; one an expert
+    // holds or put aside stays theirs.
+    if found
+        .item_status
+        .is_some_and(|s| !matches!(s, QueueStatus::Pending | QueueStatus::AwaitingClient))
+    {
+        return Ok(Err(autopilot::Refusal::Taken));
+    }
+    let zone: chrono_tz::Tz = found.time_zone.parse().unwrap_or(chrono_tz::UTC);
+    let now = Utc::now().with_timezone(&zone);
+    // A breaker state that cannot be read counts as open.
+    let agent_breaker_open = deps.agent.breaker().is_open().await.unwrap_or(true);
+    let outbound_breaker_open =
+        crate::dispatch::breakers::breaker(deps, d.channel, d.connection_id)
+            .is_open()
+            .await
+            .unwrap_or(true);
+    let known: Vec<&str> = found
+        .saved_replies
+        .iter()
+        .chain(d.conversation.iter())
+        .map(String::as_str)
+        .collect();
+    let facts = Facts {
+        channel: d.channel,
+        confidence: d.confidence.map(f64::from),
+        fallback: d.fallback,
+        flagged: found.flagged,
+        first_conversation: found.first_conversation,
+        customer_text: d.customer_text,
+        draft: d.draft,
+        known_texts: &known,
+        local: (now.weekday(), now.hour() * 60 + now.minute()),
+        agent_breaker_open,
+        outbound_breaker_open,
+    };
+    Ok(autopilot::judge(&policy, &facts).map(|admitted| Hold {
+        hold_secs: i32::try_from(admitted.hold_secs).unwrap_or(i32::MAX),
+        rule: admitted.rule,
+        policy: stored,
+        seen_version: found.item_version,
+    }))
+}
 
 /// Why a change was refused.
 #[derive(Debug, thiserror::Error)]
@@ -31,46 +161,222 @@ impl From<sqlx::Error> for PolicyError {
 
 /// Replaces the org's policy with `policy` (validated); the stored policy.
 pub async fn set(
-    db: &PgPool,
+    deps: &Deps,
     actor: Actor<'_>,
     org_id: Uuid,
     policy: Policy,
 ) -> Result<Policy, PolicyError> {
     policy.validate()?;
-    change(db, actor, org_id, "autopilot.updated", |_| policy).await
+    change(deps, actor, org_id, "autopilot.updated", |_| policy).await
 }
 
-/// The kill switch: the policy off, its rules kept for when an admin turns it on again.
-pub async fn pause(db: &PgPool, actor: Actor<'_>, org_id: Uuid) -> Result<Policy, PolicyError> {
-    change(db, actor, org_id, "autopilot.paused", Policy::paused).await
+/// The kill switch: the policy off, its rules kept for when an admin turns it on again, and
+/// every hold of the org stopped.
+pub async fn pause(deps: &Deps, actor: Actor<'_>, org_id: Uuid) -> Result<Policy, PolicyError> {
+    change(deps, actor, org_id, "autopilot.paused", Policy::paused).await
 }
 
 async fn change(
-    db: &PgPool,
+    deps: &Deps,
     actor: Actor<'_>,
     org_id: Uuid,
     action: &str,
     next: impl FnOnce(Policy) -> Policy,
 ) -> Result<Policy, PolicyError> {
-    let mut tx = db.begin().await?;
+    let mut tx = deps.db.begin().await?;
     let before = orgs::lock_autopilot(&mut tx, org_id)
         .await?
         .ok_or(PolicyError::NotFound)?;
     let after = next(before.clone());
     orgs::set_autopilot(&mut *tx, org_id, &after).await?;
+    let stopped = expert_queue::stop_holds(&mut tx, Some(org_id), None).await?;
+    event_outbox::enqueue_many(&mut *tx, &moved_events(&stopped)).await?;
     audit::record(
         &mut *tx,
         actor,
         action,
         Some(("org", org_id)),
-        json!({"before": before, "after": after}),
+        json!({"before": before, "after": after, "holds_stopped": stopped.len()}),
     )
     .await?;
     tx.commit().await?;
+    count_stopped(
+        if action == "autopilot.paused" {
+            "pause"
+        } else {
+            "policy"
+        },
+        &stopped,
+    );
+    if !stopped.is_empty() {
+        deps.emitter.wake();
+    }
     Ok(after)
 }
 
-/// `AUTOPILOT=off` at start: every org's policy off (audited per org); how many were on.
+/// `AUTOPILOT=off` at start: every org's policy off (audited per org) and every hold
+/// stopped, in one transaction; how many orgs were on.
 pub async fn pause_everywhere(db: &PgPool) -> Result<usize, StoreError> {
-    Ok(orgs::pause_every_autopilot(db).await?.len())
+    let mut tx = db.begin().await?;
+    let paused = orgs::pause_every_autopilot(&mut *tx).await?;
+    let stopped = expert_queue::stop_holds(&mut tx, None, None).await?;
+    event_outbox::enqueue_many(&mut *tx, &moved_events(&stopped)).await?;
+    tx.commit().await?;
+    count_stopped("pause", &stopped);
+    Ok(paused.len())
+}
+
+fn moved_events(moved: &[Moved]) -> Vec<(Uuid, Event)> {
+    moved
+        .iter()
+        .map(|m| (m.org_id, Event::QueueItemUpdated(m.item.clone())))
+        .collect()
+}
+
+fn count_stopped(by: &'static str, stopped: &[Moved]) {
+    if !stopped.is_empty() {
+        metrics::counter!("autopilot_holds_stopped_total", "by" => by)
+            .increment(stopped.len() as u64);
+    }
+}
+
+/// Most items one run of `autopilot-send` looks at; what is left waits for the next slot.
+const SEND_BATCH: i64 = 500;
+
+/// The period of `max_per_hour`.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// `autopilot-send`: releases the items whose hold is over.
+pub struct AutopilotSend {
+    /// The release path's dependencies.
+    pub deps: Deps,
+}
+
+/// What one run did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Released by the autopilot.
+    pub sent: usize,
+    /// Changed since they were found (an expert, the customer, another pod): left alone.
+    pub changed: usize,
+    /// Over the org's `max_per_hour`, or no longer sendable: stopped, for an expert.
+    pub stopped: usize,
+}
+
+impl AutopilotSend {
+    /// Sends every due hold once (see the module's doc).
+    pub async fn send_due(&self) -> Result<Sent, JobError> {
+        let deps = &self.deps;
+        let mut out = Sent::default();
+        let mut caps: HashMap<Uuid, Option<u32>> = HashMap::new();
+        for due in expert_queue::due_holds(&deps.db, SEND_BATCH).await? {
+            let cap = match caps.get(&due.org_id) {
+                Some(cap) => *cap,
+                None => {
+                    let policy = orgs::autopilot(&deps.db, due.org_id).await?;
+                    let cap = policy.and_then(|p| p.max_per_hour);
+                    caps.insert(due.org_id, cap);
+                    cap
+                }
+            };
+            let key = deps.redis.key(&format!("autopilot:{}:hourly", due.org_id));
+            if let Some(cap) = cap {
+                let decision =
+                    switchboard_coord::gcra::check(&deps.redis, &key, u64::from(cap), HOUR).await?;
+                if !decision.allowed {
+                    out.stopped += self.stop(due.org_id, due.id, "max_per_hour").await?;
+                    continue;
+                }
+            }
+            let mut tx = deps.db.begin().await.map_err(StoreError::from)?;
+            let released = crate::expert::autopilot_release(
+                &mut tx,
+                &deps.faults,
+                due.org_id,
+                due.id,
+                due.version,
+                due.rule.as_deref().unwrap_or("autopilot"),
+            )
+            .await;
+            use crate::expert::ActionError as E;
+            match released {
+                Ok(done) => {
+                    tx.commit().await.map_err(StoreError::from)?;
+                    deps.faults
+                        .check(Step::AfterCommit)
+                        .await
+                        .map_err(|e| JobError::Other(Box::new(e)))?;
+                    crate::expert::after_commit(deps, &done).await;
+                    metrics::counter!("autopilot_sent_total").increment(1);
+                    out.sent += 1;
+                }
+                Err(E::Conflict(_) | E::Precondition(_) | E::NotFound) => {
+                    drop(tx);
+                    self.refund(cap, &key).await;
+                    out.changed += 1;
+                }
+                Err(E::NoDraft(_) | E::StaleDraft(_)) => {
+                    drop(tx);
+                    self.refund(cap, &key).await;
+                    out.stopped += self.stop(due.org_id, due.id, "no_current_draft").await?;
+                }
+                Err(E::Store(e)) => return Err(e.into()),
+                Err(e) => return Err(JobError::Other(Box::new(e))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ends one hold the autopilot cannot send, audited with why; 1 when it was still held.
+    async fn stop(&self, org_id: Uuid, item_id: Uuid, why: &str) -> Result<usize, JobError> {
+        let deps = &self.deps;
+        let mut tx = deps.db.begin().await.map_err(StoreError::from)?;
+        let stopped = expert_queue::stop_holds(&mut tx, Some(org_id), Some(item_id)).await?;
+        if stopped.is_empty() {
+            return Ok(0);
+        }
+        event_outbox::enqueue_many(&mut *tx, &moved_events(&stopped)).await?;
+        audit::record(
+            &mut *tx,
+            Actor {
+                org_id: Some(org_id),
+                user_id: None,
+                request_id: None,
+            },
+            "queue_item.stop",
+            Some(("expert_queue", item_id)),
+            json!({"by": "autopilot", "why": why}),
+        )
+        .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        count_stopped("autopilot", &stopped);
+        deps.emitter.wake();
+        Ok(stopped.len())
+    }
+
+    /// Gives back the hourly allowance a send that did not happen took.
+    async fn refund(&self, cap: Option<u32>, key: &str) {
+        let Some(cap) = cap else { return };
+        if let Err(e) =
+            switchboard_coord::gcra::refund(&self.deps.redis, key, u64::from(cap), HOUR, 1).await
+        {
+            tracing::warn!(error = %e, "could not give back the autopilot's hourly allowance");
+        }
+    }
+}
+
+#[async_trait]
+impl Job for AutopilotSend {
+    fn name(&self) -> JobName {
+        JobName::AutopilotSend
+    }
+
+    async fn run(&self, _: &Run) -> Result<Value, JobError> {
+        let Sent {
+            sent,
+            changed,
+            stopped,
+        } = self.send_due().await?;
+        Ok(json!({"sent": sent, "changed": changed, "stopped": stopped}))
+    }
 }

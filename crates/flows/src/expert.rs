@@ -9,18 +9,22 @@
 //!
 //! | action   | from                                   | to              | who                         |
 //! |----------|----------------------------------------|-----------------|-----------------------------|
-//! | claim    | pending                                | claimed (me)    | any member; again = no-op   |
+//! | claim    | pending, auto_pending                  | claimed (me)    | any member; again = no-op   |
 //! | unclaim  | claimed                                | pending         | the holder, or an admin     |
-//! | assign   | pending, claimed                       | claimed (user)  | admins; the user a member   |
-//! | release  | pending, claimed                       | awaiting_client | not held by someone else; a draft or a body |
-//! | respond  | pending, claimed                       | awaiting_client | not held by someone else    |
-//! | snooze   | pending, claimed, awaiting_client      | snoozed         | not held by someone else; `until` ahead |
-//! | resolve  | pending, claimed, awaiting_client, snoozed | resolved    | not held by someone else, or an admin |
+//! | assign   | pending, auto_pending, claimed         | claimed (user)  | admins; the user a member   |
+//! | release  | pending, auto_pending, claimed         | awaiting_client | not held by someone else; a draft or a body |
+//! | respond  | pending, auto_pending, claimed         | awaiting_client | not held by someone else    |
+//! | snooze   | pending, auto_pending, claimed, awaiting_client | snoozed | not held by someone else; `until` ahead |
+//! | resolve  | pending, auto_pending, claimed, awaiting_client, snoozed | resolved | not held by someone else, or an admin |
 //! | reopen   | awaiting_client, snoozed, resolved     | pending         | any member; 409 beside a newer live item |
+//! | stop     | auto_pending                           | pending         | any member                  |
+//! | (autopilot release) | auto_pending, at the version it was admitted at | awaiting_client | `autopilot-send`, at `send_at` |
 //!
-//! F2 moves awaiting_client and snoozed back to pending when the customer writes, and
-//! awaiting_client back to pending when a draft lands for a message no released reply
-//! answers. An item found in another state answers 409 `conflict` with its `current`
+//! F2 moves awaiting_client, snoozed and auto_pending back to pending when the customer
+//! writes, and awaiting_client back to pending when a draft lands for a message no released
+//! reply answers; a draft the org's autopilot admits makes the item auto_pending in the
+//! statement that stores it (`crate::autopilot`). Every expert action on an auto_pending
+//! item stops its hold, since the action leaves that state. An item found in another state answers 409 `conflict` with its `current`
 //! state, except a repeated claim by the holder (200, no change). A `CHECK` keeps
 //! `status = 'claimed'` and a holder together.
 //!
@@ -49,7 +53,7 @@ use switchboard_store::expert_queue::{self, Current, ItemRow, Refusal, Transitio
 use switchboard_store::outbox::{self, NewReply};
 use uuid::Uuid;
 
-use QueueStatus::{AwaitingClient, Claimed, Pending, Resolved, Snoozed};
+use QueueStatus::{AutoPending, AwaitingClient, Claimed, Pending, Resolved, Snoozed};
 
 /// What an expert (or admin) asks of an item.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +86,8 @@ pub enum Action {
     },
     /// Bring it back to pending.
     Reopen,
+    /// Stop the autopilot's hold: the item waits for an expert like any other.
+    Stop,
 }
 
 impl Action {
@@ -96,20 +102,22 @@ impl Action {
             Action::Resolve => "resolve",
             Action::Snooze { .. } => "snooze",
             Action::Reopen => "reopen",
+            Action::Stop => "stop",
         }
     }
 
     /// The states the action may start from.
     pub fn from(&self) -> &'static [QueueStatus] {
         match self {
-            Action::Claim => &[Pending],
+            Action::Claim => &[Pending, AutoPending],
             Action::Unclaim => &[Claimed],
             Action::Assign { .. } | Action::Release { .. } | Action::Respond { .. } => {
-                &[Pending, Claimed]
+                &[Pending, AutoPending, Claimed]
             }
-            Action::Snooze { .. } => &[Pending, Claimed, AwaitingClient],
-            Action::Resolve => &[Pending, Claimed, AwaitingClient, Snoozed],
+            Action::Snooze { .. } => &[Pending, AutoPending, Claimed, AwaitingClient],
+            Action::Resolve => &[Pending, AutoPending, Claimed, AwaitingClient, Snoozed],
             Action::Reopen => &[AwaitingClient, Snoozed, Resolved],
+            Action::Stop => &[AutoPending],
         }
     }
 
@@ -117,7 +125,7 @@ impl Action {
     pub fn to(&self) -> QueueStatus {
         match self {
             Action::Claim | Action::Assign { .. } => Claimed,
-            Action::Unclaim | Action::Reopen => Pending,
+            Action::Unclaim | Action::Reopen | Action::Stop => Pending,
             Action::Release { .. } | Action::Respond { .. } => AwaitingClient,
             Action::Snooze { .. } => Snoozed,
             Action::Resolve => Resolved,
@@ -134,6 +142,25 @@ pub struct Actor {
     pub role: Role,
     /// The request's `x-request-id`, for the audit row.
     pub request_id: Option<String>,
+}
+
+/// Who carries an action out: an expert, or the org's autopilot sending a draft it admitted.
+#[derive(Debug, Clone, Copy)]
+enum By<'a> {
+    Expert(&'a Actor),
+    Autopilot {
+        /// The rule that admitted the draft, recorded with the release.
+        rule: &'a str,
+    },
+}
+
+impl By<'_> {
+    fn user_id(&self) -> Option<Uuid> {
+        match self {
+            By::Expert(actor) => Some(actor.user_id),
+            By::Autopilot { .. } => None,
+        }
+    }
 }
 
 /// Why an action was refused or failed.
@@ -200,6 +227,8 @@ pub struct Done {
     pub reply: Option<Reply>,
     /// False when nothing changed (claiming an item one already holds).
     pub changed: bool,
+    /// An expert's action ended the autopilot's hold on the item.
+    pub hold_stopped: bool,
 }
 
 /// Carries out `action` on item `item_id` of `org_id` inside `tx`, when the item still has
@@ -213,9 +242,58 @@ pub async fn apply(
     action: &Action,
     if_match: Option<i32>,
 ) -> Result<Done, ActionError> {
-    let admin = actor.role == Role::Admin;
+    perform(
+        tx,
+        faults,
+        org_id,
+        item_id,
+        By::Expert(actor),
+        action,
+        if_match,
+    )
+    .await
+}
+
+/// The autopilot's release of item `item_id` inside `tx`: its current draft is sent when
+/// the item is still on hold at `admitted_version`, the version its draft was admitted at,
+/// so that what the rule saw is what is sent. Any change since (an expert's action, a
+/// customer message, a stop, another pod's release of it) refuses it; nothing is committed.
+pub async fn autopilot_release(
+    tx: &mut PgConnection,
+    faults: &Faults,
+    org_id: Uuid,
+    item_id: Uuid,
+    admitted_version: i32,
+    rule: &str,
+) -> Result<Done, ActionError> {
+    perform(
+        tx,
+        faults,
+        org_id,
+        item_id,
+        By::Autopilot { rule },
+        &Action::Release { body: None },
+        Some(admitted_version),
+    )
+    .await
+}
+
+async fn perform(
+    tx: &mut PgConnection,
+    faults: &Faults,
+    org_id: Uuid,
+    item_id: Uuid,
+    by: By<'_>,
+    action: &Action,
+    if_match: Option<i32>,
+) -> Result<Done, ActionError> {
+    let admin = matches!(by, By::Expert(a) if a.role == Role::Admin);
+    let expert = match by {
+        By::Expert(actor) => Some(actor),
+        By::Autopilot { .. } => None,
+    };
     let holder = match action {
-        Action::Claim => Some(actor.user_id),
+        Action::Claim => by.user_id(),
         Action::Assign { user_id } => {
             if !admin {
                 return Err(ActionError::Forbidden);
@@ -240,16 +318,20 @@ pub async fn apply(
         _ => None,
     };
     // Admins may unclaim or resolve what someone else holds; nobody releases it for them.
+    // An item on hold has no holder, and the autopilot sends only those.
     let guard = match action {
         Action::Unclaim | Action::Resolve if admin => None,
-        Action::Assign { .. } | Action::Reopen => None,
-        _ => Some(actor.user_id),
+        Action::Assign { .. } | Action::Reopen | Action::Stop => None,
+        _ => by.user_id(),
     };
     let needs_reply = matches!(action, Action::Release { .. } | Action::Respond { .. });
     let transition = Transition {
         org_id,
         id: item_id,
-        from: action.from(),
+        from: match by {
+            By::Expert(_) => action.from(),
+            By::Autopilot { .. } => &[AutoPending],
+        },
         to: action.to(),
         holder,
         snoozed_until: match action {
@@ -267,10 +349,13 @@ pub async fn apply(
         expert_queue::transition(&mut *tx, &transition).await?
     };
     let Some(updated) = updated else {
-        return refused(tx, &transition, actor, action).await;
+        return refused(tx, &transition, by.user_id(), action).await;
     };
     faults.check(Step::AfterTransition).await?;
     let item = &updated.item;
+    // An expert's action on an item on hold stops the hold (the autopilot's own release
+    // ends it by sending).
+    let hold_stopped = updated.was == AutoPending && expert.is_some();
 
     let mut events = vec![Event::QueueItemUpdated(QueueItemEvent {
         id: item.id,
@@ -279,6 +364,8 @@ pub async fn apply(
         version: item.version,
         claimed_by: item.claimed_by,
         flagged_for_review: item.flagged_for_review,
+        send_at: item.send_at,
+        autopilot_rule: item.autopilot_rule.clone(),
     })];
     let mut reply_out = None;
     if needs_reply {
@@ -297,7 +384,7 @@ pub async fn apply(
                 message_id,
                 conversation_id: item.conversation_id,
                 author,
-                user_id: actor.user_id,
+                user_id: by.user_id(),
                 body: &body,
                 answers: updated.answers,
             },
@@ -341,12 +428,19 @@ pub async fn apply(
     if let Action::Assign { user_id } = action {
         details["assignee"] = json!(user_id);
     }
+    if let By::Autopilot { rule } = by {
+        details["by"] = json!("autopilot");
+        details["rule"] = json!(rule);
+    }
+    if hold_stopped {
+        details["hold_stopped"] = json!(true);
+    }
     audit::record_with_events(
         &mut *tx,
         AuditActor {
             org_id: Some(org_id),
-            user_id: Some(actor.user_id),
-            request_id: actor.request_id.as_deref(),
+            user_id: by.user_id(),
+            request_id: expert.and_then(|a| a.request_id.as_deref()),
         },
         &format!("queue_item.{}", action.name()),
         Some(("expert_queue", item_id)),
@@ -359,6 +453,7 @@ pub async fn apply(
         item: updated.item,
         reply: reply_out,
         changed: true,
+        hold_stopped,
     })
 }
 
@@ -400,7 +495,7 @@ async fn reopen(
 async fn refused(
     tx: &mut PgConnection,
     transition: &Transition<'_>,
-    actor: &Actor,
+    user_id: Option<Uuid>,
     action: &Action,
 ) -> Result<Done, ActionError> {
     let refusal = expert_queue::explain(&mut *tx, transition)
@@ -409,7 +504,8 @@ async fn refused(
     if let Refusal::State(current) = &refusal {
         if *action == Action::Claim
             && current.status == Claimed
-            && current.claimed_by == Some(actor.user_id)
+            && current.claimed_by.is_some()
+            && current.claimed_by == user_id
             && transition.if_match.is_none_or(|v| v == current.version)
         {
             let item = expert_queue::get(&mut *tx, transition.id)
@@ -419,6 +515,7 @@ async fn refused(
                 item,
                 reply: None,
                 changed: false,
+                hold_stopped: false,
             });
         }
     }
@@ -443,6 +540,9 @@ async fn refused(
 pub async fn after_commit(deps: &Deps, done: &Done) {
     if !done.changed {
         return;
+    }
+    if done.hold_stopped {
+        metrics::counter!("autopilot_holds_stopped_total", "by" => "expert").increment(1);
     }
     if let Some(reply) = &done.reply {
         if let Err(e) = deps.outbound.push_rows(&[reply.outbox_id]).await {

@@ -72,4 +72,5 @@ pub(crate) fn columns<'a>(
 /// `switchboard_domain::events::QueueItemEvent`).
 pub const QUEUE_ITEM_PAYLOAD_SQL: &str = "jsonb_build_object('id', q.id, 'conversation_id', \
     q.conversation_id, 'status', q.status, 'version', q.version, 'claimed_by', q.claimed_by, \
-    'flagged_for_review', q.flagged_for_review)";
+    'flagged_for_review', q.flagged_for_review, 'send_at', q.send_at, 'autopilot_rule', \
+    q.autopilot_rule)";

@@ -32,6 +32,8 @@ pub struct ItemRow {
     pub claimed_by: Option<Uuid>,
     pub snoozed_until: Option<DateTime<Utc>>,
     pub sla_due_at: Option<DateTime<Utc>>,
+    pub send_at: Option<DateTime<Utc>>,
+    pub autopilot_rule: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -42,7 +44,8 @@ const ITEM_COLUMNS: &str = "
        cu.id AS customer_id, cu.display_name AS customer_name, cu.external_id AS customer_external_id,
        lm.body AS last_message_preview, lm.created_at AS last_message_at,
        q.draft_id, q.draft_body, q.draft_confidence, COALESCE(d.fallback, false) AS draft_fallback,
-       q.flagged_for_review, q.claimed_by, q.snoozed_until, q.sla_due_at, q.created_at, q.updated_at";
+       q.flagged_for_review, q.claimed_by, q.snoozed_until, q.sla_due_at, q.send_at, q.autopilot_rule,
+       q.created_at, q.updated_at";
 
 /// The joins [`ITEM_COLUMNS`] reads through.
 const ITEM_JOINS: &str = "
@@ -216,6 +219,8 @@ pub struct Transitioned {
     /// The draft the item held before (a release or respond retires it), for comparing an
     /// edited release with it.
     pub draft: Option<String>,
+    /// The state it left.
+    pub was: QueueStatus,
     /// Release and respond: the text to send.
     pub reply: Option<String>,
     /// The transaction's time, which is every row's `now()` in it (the reply's `created_at`).
@@ -252,11 +257,11 @@ pub async fn transition<'e>(
     let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
     let sql = format!(
         "WITH old AS (
-           SELECT id, draft_body FROM expert_queue WHERE id = $1 AND org_id = $2 FOR UPDATE
+           SELECT id, draft_body, status FROM expert_queue WHERE id = $1 AND org_id = $2 FOR UPDATE
          ), q AS (
            UPDATE expert_queue e SET
              status = $3, version = e.version + 1, updated_at = now(),
-             claimed_by = $4, snoozed_until = $5,
+             claimed_by = $4, snoozed_until = $5, send_at = NULL, autopilot_rule = NULL,
              resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END,
              draft_id = CASE WHEN $9 THEN NULL ELSE e.draft_id END,
              draft_message_id = CASE WHEN $9 THEN NULL ELSE e.draft_message_id END,
@@ -270,11 +275,12 @@ pub async fn transition<'e>(
              AND ($10::int IS NULL OR e.version = $10)
              AND (NOT $9 OR $8::text IS NOT NULL
                   OR (COALESCE(e.draft_body, '') <> '' AND {current}))
-           RETURNING e.*, old.draft_body AS old_draft, COALESCE($8, old.draft_body) AS reply,
+           RETURNING e.*, old.draft_body AS old_draft, old.status AS was,
+             COALESCE($8, old.draft_body) AS reply,
              CASE WHEN $9 THEN (SELECT m.id FROM messages m
                                 WHERE m.conversation_id = e.conversation_id AND m.direction = 'inbound'
                                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1) END AS answers)
-         SELECT {ITEM_COLUMNS}, q.old_draft AS draft, q.reply, now() AS at, q.answers
+         SELECT {ITEM_COLUMNS}, q.old_draft AS draft, q.was, q.reply, now() AS at, q.answers
          FROM q {ITEM_JOINS}",
         current = draft_is_current("e"),
     );
@@ -391,9 +397,10 @@ pub async fn live_sibling<'e>(
     .await?)
 }
 
-/// A snoozed item that came due, as its `queue_item_updated` event says it.
+/// An item a job moved (a snooze that came due, a hold stopped), as its
+/// `queue_item_updated` event says it.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Resurfaced {
+pub struct Moved {
     /// The item's org.
     pub org_id: Uuid,
     /// The item after the change.
@@ -408,18 +415,65 @@ const RESURFACE: &str = "UPDATE expert_queue q SET status = 'pending', snoozed_u
                     ORDER BY snoozed_until LIMIT $1 FOR UPDATE SKIP LOCKED)
        AND q.status = 'snoozed' AND q.snoozed_until <= now()
      RETURNING q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
-               q.flagged_for_review";
+               q.flagged_for_review, q.send_at, q.autopilot_rule";
 
 /// Moves up to `limit` snoozed items whose time has come back to `pending`, in one
 /// `UPDATE … RETURNING` (AA5: an item already moved by anyone else is not in the `WHERE`).
 pub async fn resurface_snoozed(
     tx: &mut PgConnection,
     limit: i64,
-) -> Result<Vec<Resurfaced>, StoreError> {
+) -> Result<Vec<Moved>, StoreError> {
     Ok(sqlx::query_as(RESURFACE)
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?)
+}
+
+/// An item on hold whose `send_at` has come, at the version it was found at.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DueHold {
+    /// The item.
+    pub id: Uuid,
+    /// Its org.
+    pub org_id: Uuid,
+    /// Its version as found: the autopilot sends it only at this version.
+    pub version: i32,
+    /// The rule that admitted its draft.
+    pub rule: Option<String>,
+}
+
+/// Up to `limit` items on hold whose time has come, the longest due first.
+pub async fn due_holds(pool: &PgPool, limit: i64) -> Result<Vec<DueHold>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT id, org_id, version, autopilot_rule AS rule FROM expert_queue
+         WHERE status = 'auto_pending' AND send_at <= now()
+         ORDER BY send_at LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Ends the holds of `org_id` (every org's when `None`), or only item `item_id`'s: each is
+/// pending again at a new version, in one `UPDATE … RETURNING` (an item that left its
+/// hold meanwhile is not in the `WHERE`). The caller stores their events in its transaction.
+pub async fn stop_holds(
+    tx: &mut PgConnection,
+    org_id: Option<Uuid>,
+    item_id: Option<Uuid>,
+) -> Result<Vec<Moved>, StoreError> {
+    Ok(sqlx::query_as(
+        "UPDATE expert_queue q SET status = 'pending', send_at = NULL, autopilot_rule = NULL,
+                version = q.version + 1, updated_at = now()
+         WHERE q.status = 'auto_pending'
+           AND ($1::uuid IS NULL OR q.org_id = $1) AND ($2::uuid IS NULL OR q.id = $2)
+         RETURNING q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
+                   q.flagged_for_review, q.send_at, q.autopilot_rule",
+    )
+    .bind(org_id)
+    .bind(item_id)
+    .fetch_all(&mut *tx)
+    .await?)
 }
 
 /// One org's pending items past their SLA.

@@ -144,6 +144,42 @@ pub async fn lock_autopilot(
     Ok(row.map(|(p,)| p.map(|Json(p)| p).unwrap_or_default()))
 }
 
+/// What the autopilot reads, besides the draft, to judge a draft for a conversation: the
+/// org's policy as stored (to be matched at commit) and its time zone, the live item's
+/// version, state and flag, whether the customer has had a conversation before, and the
+/// org's saved replies (texts a draft may quote links and numbers from).
+#[allow(missing_docs)] // the columns of the statement below
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AutopilotFacts {
+    pub policy: Option<serde_json::Value>,
+    pub time_zone: String,
+    pub item_version: Option<i32>,
+    pub item_status: Option<switchboard_domain::QueueStatus>,
+    pub flagged: bool,
+    pub first_conversation: bool,
+    pub saved_replies: Vec<String>,
+}
+
+/// [`AutopilotFacts`] for `conversation_id`; `None` when it no longer exists.
+pub async fn autopilot_facts(
+    pool: &PgPool,
+    conversation_id: Uuid,
+) -> Result<Option<AutopilotFacts>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT o.autopilot AS policy, o.time_zone, q.version AS item_version,
+                q.status AS item_status, COALESCE(q.flagged_for_review, false) AS flagged,
+                NOT EXISTS (SELECT 1 FROM conversations p
+                            WHERE p.customer_id = c.customer_id AND p.id <> c.id) AS first_conversation,
+                ARRAY(SELECT s.body FROM saved_replies s WHERE s.org_id = c.org_id) AS saved_replies
+         FROM conversations c JOIN orgs o ON o.id = c.org_id
+         LEFT JOIN expert_queue q ON q.conversation_id = c.id AND q.status <> 'resolved'
+         WHERE c.id = $1",
+    )
+    .bind(conversation_id)
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// Stores the org's policy.
 pub async fn set_autopilot<'e>(
     db: impl sqlx::PgExecutor<'e>,
@@ -160,7 +196,9 @@ pub async fn set_autopilot<'e>(
 
 /// Turns every org's autopilot off (`AUTOPILOT=off`), keeping its rules, with an audit row
 /// for each org it was on for, in one statement; those orgs.
-pub async fn pause_every_autopilot(pool: &PgPool) -> Result<Vec<Uuid>, StoreError> {
+pub async fn pause_every_autopilot<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "WITH paused AS (
            UPDATE orgs SET autopilot = jsonb_set(autopilot, '{enabled}', 'false')
@@ -171,6 +209,6 @@ pub async fn pause_every_autopilot(pool: &PgPool) -> Result<Vec<Uuid>, StoreErro
            SELECT id, 'autopilot.paused', 'org', id, '{\"by\": \"AUTOPILOT=off\"}'::jsonb FROM paused)
          SELECT id FROM paused",
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?)
 }

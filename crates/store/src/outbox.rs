@@ -17,8 +17,8 @@ pub struct NewReply<'a> {
     pub conversation_id: Uuid,
     /// Agent (an unedited draft) or expert.
     pub author: Author,
-    /// The expert who released or wrote it.
-    pub user_id: Uuid,
+    /// The expert who released or wrote it; none when the autopilot sent it.
+    pub user_id: Option<Uuid>,
     /// The text.
     pub body: &'a str,
     /// The latest customer message the release saw: what this reply answers.

@@ -78,6 +78,8 @@ pub fn queue_item_updated(id: Uuid, version: i32) -> Event {
         version,
         claimed_by: None,
         flagged_for_review: false,
+        send_at: None,
+        autopilot_rule: None,
     })
 }
 

@@ -65,8 +65,9 @@ async fn show(
 /// Replaces the org's autopilot policy. A draft sends itself only when the org and its
 /// channel are on, the agent's confidence (clamped to 0-1, absent = 0) reaches the channel's
 /// `min_confidence`, within `business_hours` if set, and no `never_when` rule applies; never
-/// a fallback draft, never while the agent's or the channel's breaker is open. Audited with
-/// the policy before and after.
+/// a fallback draft, never while the agent's or the channel's breaker is open. The org's
+/// drafts on hold go back to waiting for an expert (they were admitted under the rules
+/// replaced). Audited with the policy before and after.
 #[utoipa::path(put, path = "/orgs/{org_id}/autopilot", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)), request_body = Policy,
     responses(
@@ -85,11 +86,12 @@ async fn replace(
 ) -> ApiResult<Json<Policy>> {
     caller.require_admin(org_id)?;
     let actor = admin(&caller, org_id, request_id.as_deref());
-    Ok(Json(flow::set(&state.db, actor, org_id, policy).await?))
+    Ok(Json(flow::set(&state.flows, actor, org_id, policy).await?))
 }
 
 /// The kill switch (any admin of the org): turns the policy off at once, keeping its rules
-/// for when it is turned on again. Audited.
+/// for when it is turned on again, and stops every draft on hold (each waits for an expert,
+/// live in every console). Audited, with how many holds it stopped.
 #[utoipa::path(post, path = "/orgs/{org_id}/autopilot/pause", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)),
     responses(
@@ -105,5 +107,5 @@ async fn pause(
 ) -> ApiResult<Json<Policy>> {
     caller.require_admin(org_id)?;
     let actor = admin(&caller, org_id, request_id.as_deref());
-    Ok(Json(flow::pause(&state.db, actor, org_id).await?))
+    Ok(Json(flow::pause(&state.flows, actor, org_id).await?))
 }

@@ -52,6 +52,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resolve))
         .routes(routes!(snooze))
         .routes(routes!(reopen))
+        .routes(routes!(stop))
 }
 
 /// A queue item as a console row shows it, with no further request needed.
@@ -70,6 +71,10 @@ pub(crate) struct ItemView {
     claimed_by: Option<Uuid>,
     snoozed_until: Option<DateTime<Utc>>,
     sla_due_at: Option<DateTime<Utc>>,
+    /// `auto_pending`: when the draft sends itself unless someone stops it.
+    send_at: Option<DateTime<Utc>>,
+    /// `auto_pending`: the rule of the org's autopilot that admitted the draft.
+    autopilot_rule: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -127,6 +132,8 @@ impl From<ItemRow> for ItemView {
             claimed_by: r.claimed_by,
             snoozed_until: r.snoozed_until,
             sla_due_at: r.sla_due_at,
+            send_at: r.send_at,
+            autopilot_rule: r.autopilot_rule,
             created_at: r.created_at,
             updated_at: r.updated_at,
         }
@@ -180,7 +187,7 @@ async fn list(
                 .collect::<Result<Vec<_>, ()>>()
                 .map_err(|()| {
                     ApiError::validation(
-                        "status must be all, or a comma-separated list of pending, claimed, awaiting_client, snoozed, resolved",
+                        "status must be all, or a comma-separated list of pending, auto_pending, claimed, awaiting_client, snoozed, resolved",
                     )
                 })?,
         ),
@@ -439,6 +446,23 @@ async fn reopen(
         Ok(Action::Reopen)
     })
     .await
+}
+
+#[utoipa::path(post, path = "/expert-queue/{id}/stop", tag = "expert-queue", security(("bearer" = [])), description = "Stop the autopilot's hold: the draft does not send itself, and the item waits for an expert (any member)",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
+    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "The item is not on hold (`current` says its state: sent, stopped, or taken by an expert), or the key's first request still runs", body = ConflictBody),
+        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
+        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+async fn stop(
+    state: State<AppState>,
+    caller: Caller,
+    rid: RequestId,
+    id: Path<Uuid>,
+    if_match: IfMatch,
+    req: Idempotent<IgnoredAny>,
+) -> ApiResult<Response> {
+    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Stop)).await
 }
 
 /// Every action's request: access (404/403), validation, the Idempotency-Key, then one

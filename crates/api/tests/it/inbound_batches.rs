@@ -41,6 +41,7 @@ fn draft_row(org: Uuid, stored: &StoredMessage, text: &str) -> DraftRow {
         cost: Some(0.001),
         fallback: false,
         entry: json!({"role": "agent_draft", "text": text, "draft_id": draft_id}),
+        hold: None,
     }
 }
 
@@ -115,11 +116,14 @@ async fn batched_messages_and_drafts_come_out_as_if_run_alone() {
         .collect();
     let done =
         futures::future::join_all(drafts.iter().cloned().map(|d| batches.store_draft(d))).await;
-    assert!(done.iter().all(|d| matches!(d, Ok(true))), "{done:?}");
+    assert!(
+        done.iter().all(|d| matches!(d, Ok(Some(false)))),
+        "{done:?}"
+    );
     let mut repeat = drafts[3].clone();
     repeat.draft_id = Uuid::new_v4();
     assert!(
-        !batches.store_draft(repeat).await.unwrap(),
+        batches.store_draft(repeat).await.unwrap().is_none(),
         "one draft per message"
     );
 

@@ -7,6 +7,7 @@ mod alerting;
 mod alerts;
 mod auth;
 mod autopilot;
+mod autopilot_holds;
 mod cluster;
 mod connection_rotation;
 mod connections;

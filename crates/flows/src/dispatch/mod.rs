@@ -28,7 +28,7 @@
 //! Each outcome is one transaction on the outbox row, its message and (on failure) its
 //! dead-letter row, with the `message_status_updated` event stored in it.
 
-mod breakers;
+pub(crate) mod breakers;
 mod lease;
 mod record;
 mod send;

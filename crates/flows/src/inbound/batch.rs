@@ -57,6 +57,10 @@ pub struct StoredMessage {
     pub authors: Vec<Author>,
     /// Their texts.
     pub bodies: Vec<String>,
+    /// The org's autopilot is on: the draft is worth judging.
+    pub autopilot: bool,
+    /// The message stopped the item's hold.
+    pub hold_stopped: bool,
 }
 
 /// A draft ready to store, with what its statement writes besides.
@@ -82,6 +86,8 @@ pub struct DraftRow {
     pub fallback: bool,
     /// Its entry in the conversation's history.
     pub entry: Value,
+    /// The autopilot's admission of the draft, if it was admitted.
+    pub hold: Option<crate::autopilot::Hold>,
 }
 
 /// The pod's batched inbound statements; cheap to clone.
@@ -89,7 +95,7 @@ pub struct DraftRow {
 pub struct Batches {
     claims: Coalescer<Uuid, Result<Option<InboundEvent>, JobError>>,
     messages: Coalescer<MessageRow, Result<StoredMessage, JobError>>,
-    drafts: Coalescer<DraftRow, Result<bool, JobError>>,
+    drafts: Coalescer<DraftRow, Result<Option<bool>, JobError>>,
 }
 
 impl Batches {
@@ -129,10 +135,10 @@ impl Batches {
         self.messages.call(row).await?
     }
 
-    /// Stores the draft with its queue item and completes its event; whether it was stored
-    /// now (`false`: another run stored this message's draft first, and the event is only
-    /// marked processed).
-    pub async fn store_draft(&self, row: DraftRow) -> Result<bool, JobError> {
+    /// Stores the draft with its queue item and completes its event. `Some(on hold)` when
+    /// it was stored now; `None` when another run stored this message's draft first, and
+    /// the event is only marked processed.
+    pub async fn store_draft(&self, row: DraftRow) -> Result<Option<bool>, JobError> {
         self.drafts.call(row).await?
     }
 }
@@ -194,12 +200,13 @@ async fn store_messages(db: PgPool, rows: Vec<MessageRow>) -> Vec<Result<StoredM
     .await
 }
 
-async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<bool, JobError>> {
+async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<Option<bool>, JobError>> {
     each_on_failure(&rows, |rows| {
         let db = db.clone();
         Box::pin(async move {
             let column = |f: fn(&DraftRow) -> Uuid| rows.iter().map(f).collect::<Vec<_>>();
-            let stored: Vec<Uuid> = sqlx::query_scalar(sql::STORE_DRAFTS.as_str())
+            let holds = || rows.iter().map(|r| r.hold.as_ref());
+            let stored: Vec<(Uuid, bool)> = sqlx::query_as(sql::STORE_DRAFTS.as_str())
                 .bind(column(|r| r.draft_id))
                 .bind(column(|r| r.org_id))
                 .bind(column(|r| r.conversation_id))
@@ -211,9 +218,29 @@ async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<bool, JobEr
                 .bind(rows.iter().map(|r| &r.entry).collect::<Vec<_>>())
                 .bind(super::HISTORY_LEN)
                 .bind(column(|r| r.event_id))
+                .bind(holds().map(|h| h.map(|h| h.hold_secs)).collect::<Vec<_>>())
+                .bind(
+                    holds()
+                        .map(|h| h.map(|h| h.rule.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(holds().map(|h| h.map(|h| &h.policy)).collect::<Vec<_>>())
+                .bind(
+                    holds()
+                        .map(|h| h.and_then(|h| h.seen_version))
+                        .collect::<Vec<_>>(),
+                )
                 .fetch_all(&db)
                 .await?;
-            Ok(rows.iter().map(|r| stored.contains(&r.event_id)).collect())
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    stored
+                        .iter()
+                        .find(|(id, _)| *id == r.event_id)
+                        .map(|(_, held)| *held)
+                })
+                .collect())
         })
     })
     .await

@@ -189,6 +189,8 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
         drafted,
         authors,
         bodies,
+        autopilot,
+        hold_stopped,
     } = deps
         .inbound
         .store_message(MessageRow {
@@ -200,6 +202,9 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
             entry,
         })
         .await?;
+    if hold_stopped {
+        metrics::counter!("autopilot_holds_stopped_total", "by" => "customer").increment(1);
+    }
     let mut history: Vec<(Author, String)> = authors.into_iter().zip(bodies).collect();
     if inserted {
         deps.emitter.wake();
@@ -218,10 +223,15 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
     drop(turn);
     let drafting = draft(
         deps,
-        event_id,
-        event.org_id,
-        conversation_id,
-        message_id,
+        Drafting {
+            event_id,
+            org_id: event.org_id,
+            channel: event.channel,
+            connection_id: event.connection_id,
+            conversation_id,
+            message_id,
+            autopilot,
+        },
         history,
     );
     let fallback = holding_lease(deps, event_id, token, drafting).await?;
@@ -295,16 +305,48 @@ async fn holding_lease<T>(
     switchboard_domain::lease::hold(deps.inbox_lease, renew, work).await
 }
 
-/// Calls the agent with the recent messages and stores the draft with the queue item
-/// (batched with other jobs' drafts); returns whether it fell back.
-async fn draft(
-    deps: &Deps,
+/// The message a draft is made for.
+struct Drafting {
     event_id: Uuid,
     org_id: Uuid,
+    channel: ChannelKind,
+    connection_id: Uuid,
     conversation_id: Uuid,
     message_id: Uuid,
+    /// The org's autopilot was on as the message was stored.
+    autopilot: bool,
+}
+
+/// Calls the agent with the recent messages, has the org's autopilot judge the draft when
+/// it is on, and stores the draft with the queue item (batched with other jobs' drafts);
+/// returns whether it fell back.
+async fn draft(
+    deps: &Deps,
+    at: Drafting,
     history: Vec<(Author, String)>,
 ) -> Result<bool, JobError> {
+    let Drafting {
+        event_id,
+        org_id,
+        channel,
+        connection_id,
+        conversation_id,
+        message_id,
+        autopilot,
+    } = at;
+    // What the autopilot's rules read besides the draft: the customer's latest words and
+    // the conversation's texts, which a link or number in the draft may come from.
+    let (conversation, customer_text): (Vec<String>, String) = if autopilot {
+        let latest = history
+            .iter()
+            .rev()
+            .find(|(author, _)| *author == Author::Customer)
+            .map(|(_, text)| text.clone())
+            .unwrap_or_default();
+        (history.iter().map(|(_, t)| t.clone()).collect(), latest)
+    } else {
+        (Vec::new(), String::new())
+    };
     let lines = prompt_lines(history, deps.inbox_policy.prompt_max_bytes);
     let (body, confidence, cost, fallback) = match deps
         .agent
@@ -316,6 +358,26 @@ async fn draft(
             tracing::warn!(%conversation_id, error = %e, "agent draft failed; storing fallback");
             (FALLBACK_DRAFT.to_owned(), None, None, true)
         }
+    };
+
+    let hold = if autopilot {
+        crate::autopilot::judge_draft(
+            deps,
+            &crate::autopilot::DraftFacts {
+                org_id,
+                channel,
+                connection_id,
+                conversation_id,
+                confidence,
+                fallback,
+                customer_text: &customer_text,
+                draft: &body,
+                conversation: &conversation,
+            },
+        )
+        .await
+    } else {
+        None
     };
 
     let _turn = deps.load.admit().await;
@@ -334,10 +396,14 @@ async fn draft(
             cost,
             fallback,
             entry,
+            hold,
         })
         .await?;
     // Not stored: another run stored this message's draft first; its result stands.
-    if stored {
+    if let Some(held) = stored {
+        if held {
+            metrics::counter!("autopilot_holds_started_total").increment(1);
+        }
         deps.emitter.wake();
     }
     Ok(fallback)

@@ -109,12 +109,19 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
            FROM input i JOIN conv v ON v.n = i.n
            WHERE NOT EXISTS (SELECT 1 FROM earlier e WHERE e.n = i.n)
            RETURNING id, conversation_id
+         ), held AS (
+           -- The items on hold before this statement (its snapshot): the message stops them.
+           SELECT id FROM expert_queue
+           WHERE conversation_id IN (SELECT conversation_id FROM message) AND status = 'auto_pending'
          ), reopened AS (
            -- Every live item of the conversation gets a new version (the expert must see the
-           -- message before acting: `If-Match`); an awaiting or snoozed one is pending again.
+           -- message before acting: `If-Match`); an awaiting or snoozed one is pending again,
+           -- and one on hold too: its draft answers an older message, and the new message's
+           -- draft is judged afresh.
            UPDATE expert_queue AS q SET
-             status = CASE WHEN status IN ('awaiting_client', 'snoozed')
+             status = CASE WHEN status IN ('awaiting_client', 'snoozed', 'auto_pending')
                            THEN 'pending'::queue_status ELSE status END,
+             send_at = NULL, autopilot_rule = NULL,
              snoozed_until = CASE WHEN status IN ('awaiting_client', 'snoozed')
                                   THEN NULL ELSE snoozed_until END,
              -- Answered, and now written to again: the org's SLA starts over from this
@@ -137,7 +144,11 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
          )
          SELECT v.id AS conversation_id, COALESCE(m.id, e.id) AS message_id,
                 m.id IS NOT NULL AS inserted, e.fallback AS drafted,
-                COALESCE(r.authors, '{{}}') AS authors, COALESCE(r.bodies, '{{}}') AS bodies
+                COALESCE(r.authors, '{{}}') AS authors, COALESCE(r.bodies, '{{}}') AS bodies,
+                COALESCE((SELECT (o.autopilot ->> 'enabled')::boolean FROM orgs o
+                          WHERE o.id = i.org_id), false) AS autopilot,
+                EXISTS (SELECT 1 FROM held h JOIN reopened q ON q.id = h.id
+                        WHERE q.conversation_id = v.id) AS hold_stopped
          FROM input i
          JOIN conv v ON v.n = i.n
          LEFT JOIN message m ON m.id = i.message_id
@@ -167,16 +178,30 @@ pub static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
 /// (one statement cannot update a row twice); rows are written in conversation order, so
 /// two batches lock shared rows in the same order.
 ///
+/// A row the org's autopilot admitted (`crate::autopilot::judge_draft`) makes its item
+/// `auto_pending`, with `send_at` its hold ahead, when two things still hold at commit: the
+/// org's policy is the one judged (`$14`, so a pause or a change in between admits nothing),
+/// and the item is at the version the facts were read at (`$15`; none: there was no item),
+/// so nothing the rule did not see (an expert's action, a flag, another message) came
+/// between. Otherwise the item is pending, as without an autopilot.
+///
 /// Arrays, one element per row: `$1` draft id, `$2` org, `$3` conversation, `$4` message,
 /// `$5` body, `$6` confidence, `$7` cost, `$8` fallback, `$9` history entry, `$11` inbox
-/// event; `$10` the history length. Returns the inbox events whose draft was stored now.
+/// event, `$12` the hold in seconds (none: not admitted), `$13` the admitting rule, `$14`
+/// the policy judged, `$15` the item's version judged; `$10` the history length. Returns
+/// the inbox events whose draft was stored now, and whether their item is on hold.
 pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH input AS (
            SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
-                                $6::real[], $7::float8[], $8::bool[], $9::jsonb[], $11::uuid[])
+                                $6::real[], $7::float8[], $8::bool[], $9::jsonb[], $11::uuid[],
+                                $12::int4[], $13::text[], $14::jsonb[], $15::int4[])
              AS t(draft_id, org_id, conversation_id, message_id, body, confidence, cost,
-                  fallback, entry, event_id)
+                  fallback, entry, event_id, hold, rule, policy, seen)
+         ), admit AS (
+           SELECT i.conversation_id, i.hold, i.rule, i.seen FROM input i
+           JOIN orgs o ON o.id = i.org_id
+           WHERE i.hold IS NOT NULL AND NOT i.fallback AND o.autopilot = i.policy
          ), draft AS (
            INSERT INTO drafts (id, org_id, conversation_id, message_id, body, confidence, cost_usd, fallback)
            SELECT draft_id, org_id, conversation_id, message_id, body, confidence, cost::numeric, fallback
@@ -197,11 +222,16 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
            -- releasing the previous draft, and is answered by nothing yet.
            INSERT INTO expert_queue (org_id, conversation_id, status, draft_id, draft_message_id,
                                      draft_body, draft_confidence, draft_cost_usd,
-                                     flagged_for_review, sla_due_at)
-           SELECT i.org_id, i.conversation_id, 'pending'::queue_status, i.draft_id, i.message_id,
-                  i.body, i.confidence, i.cost::numeric, i.fallback,
-                  now() + make_interval(mins => org.sla_minutes)
+                                     flagged_for_review, sla_due_at, send_at, autopilot_rule)
+           SELECT i.org_id, i.conversation_id,
+                  CASE WHEN a.seen IS NULL AND a.hold IS NOT NULL THEN 'auto_pending'::queue_status
+                       ELSE 'pending'::queue_status END,
+                  i.draft_id, i.message_id, i.body, i.confidence, i.cost::numeric, i.fallback,
+                  now() + make_interval(mins => org.sla_minutes),
+                  CASE WHEN a.seen IS NULL THEN now() + make_interval(secs => a.hold) END,
+                  CASE WHEN a.seen IS NULL THEN a.rule END
            FROM input i JOIN orgs org ON org.id = i.org_id
+           LEFT JOIN admit a ON a.conversation_id = i.conversation_id
            WHERE i.conversation_id IN (SELECT id FROM history)
              AND NOT EXISTS (
                SELECT 1 FROM messages o
@@ -214,8 +244,10 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
              -- One sub-select, so that whether the draft is newer is worked out once per
              -- item rather than once per column (each time two message lookups); `OFFSET 0`
              -- keeps the planner from pulling the expression back into every column.
+             -- The hold: only a newer draft admitted at the item's current version starts
+             -- one; a newer draft not admitted ends one; an older draft changes nothing.
              (draft_id, draft_message_id, draft_body, draft_confidence, draft_cost_usd,
-              flagged_for_review) = (
+              flagged_for_review, status, send_at, autopilot_rule) = (
                SELECT CASE WHEN n.newer THEN EXCLUDED.draft_id ELSE expert_queue.draft_id END,
                       CASE WHEN n.newer THEN EXCLUDED.draft_message_id
                            ELSE expert_queue.draft_message_id END,
@@ -224,17 +256,27 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                            ELSE expert_queue.draft_confidence END,
                       CASE WHEN n.newer THEN EXCLUDED.draft_cost_usd
                            ELSE expert_queue.draft_cost_usd END,
-                      expert_queue.flagged_for_review OR (n.newer AND EXCLUDED.flagged_for_review)
-               FROM (SELECT {newer} AS newer OFFSET 0) n),
-             status = CASE WHEN expert_queue.status = 'awaiting_client'
-                           THEN 'pending'::queue_status ELSE expert_queue.status END,
+                      expert_queue.flagged_for_review OR (n.newer AND EXCLUDED.flagged_for_review),
+                      CASE WHEN n.newer AND a.hold IS NOT NULL THEN 'auto_pending'::queue_status
+                           WHEN expert_queue.status = 'awaiting_client'
+                             OR (n.newer AND expert_queue.status = 'auto_pending')
+                           THEN 'pending'::queue_status
+                           ELSE expert_queue.status END,
+                      CASE WHEN n.newer AND a.hold IS NOT NULL
+                             THEN now() + make_interval(secs => a.hold)
+                           WHEN n.newer THEN NULL ELSE expert_queue.send_at END,
+                      CASE WHEN n.newer AND a.hold IS NOT NULL THEN a.rule
+                           WHEN n.newer THEN NULL ELSE expert_queue.autopilot_rule END
+               FROM (SELECT {newer} AS newer OFFSET 0) n
+               LEFT JOIN admit a ON a.conversation_id = expert_queue.conversation_id
+                                AND a.seen = expert_queue.version),
              -- Back to pending: the new customer message starts the org's SLA again.
              sla_due_at = CASE WHEN expert_queue.status = 'awaiting_client'
                                THEN EXCLUDED.sla_due_at ELSE expert_queue.sla_due_at END,
              version = expert_queue.version + 1,
              updated_at = now()
            RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,
-                     (xmax = 0) AS created
+                     send_at, autopilot_rule, (xmax = 0) AS created
          ), events AS (
            INSERT INTO event_outbox (org_id, event, payload)
            SELECT q.org_id, CASE WHEN q.created THEN 'queue_item_created' ELSE 'queue_item_updated' END,
@@ -247,7 +289,8 @@ pub static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
            WHERE id IN (SELECT event_id FROM input) AND processed_at IS NULL
              AND (SELECT count(*) FROM item) >= 0
          )
-         SELECT i.event_id FROM input i JOIN item ON item.conversation_id = i.conversation_id",
+         SELECT i.event_id, item.status = 'auto_pending' AS held
+         FROM input i JOIN item ON item.conversation_id = i.conversation_id",
         append = history_append("conversations.agent_context", "i.entry", "$10"),
         item = QUEUE_ITEM_PAYLOAD_SQL,
         newer = NEWER_DRAFT,

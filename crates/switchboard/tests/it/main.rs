@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod admin;
+mod autopilot_kill;
 mod erasure_kill;
 mod invariants;
 mod kill;
