@@ -992,7 +992,7 @@ export interface components {
             status: string;
         };
         /** @enum {string} */
-        AlertKind: "rate_limit_storage_down" | "realtime_adapter_down" | "agent_failing" | "backlog_past_sla" | "scheduled_run_failed" | "scheduled_run_retried" | "reply_dead" | "queue_backlog" | "retention_behind";
+        AlertKind: "rate_limit_storage_down" | "realtime_adapter_down" | "agent_failing" | "backlog_past_sla" | "scheduled_run_failed" | "scheduled_run_retried" | "reply_dead" | "queue_backlog" | "retention_behind" | "autopilot_undone";
         /** @description The incidents, newest first. */
         AlertList: {
             alerts: components["schemas"]["AlertView"][];

@@ -56,6 +56,8 @@ spelled! {
         QueueBacklog = "queue_backlog",
         /// An org's retention purge is more than a day behind its window.
         RetentionBehind = "retention_behind",
+        /// An expert corrected a reply the org's autopilot sent.
+        AutopilotUndone = "autopilot_undone",
     }
 }
 
@@ -70,7 +72,8 @@ impl AlertKind {
             AlertKind::BacklogPastSla
             | AlertKind::ScheduledRunFailed
             | AlertKind::ReplyDead
-            | AlertKind::RetentionBehind => Severity::Warning,
+            | AlertKind::RetentionBehind
+            | AlertKind::AutopilotUndone => Severity::Warning,
             AlertKind::ScheduledRunRetried => Severity::Info,
         }
     }
@@ -114,6 +117,11 @@ impl AlertKind {
                 "An org holds messages more than a day older than its retention window: the \
                  purge falls behind, or replies or live items hold them. One per org; resolves \
                  when none is that old."
+            }
+            AlertKind::AutopilotUndone => {
+                "An expert wrote to a customer within 10 minutes of a reply the org's \
+                 autopilot sent them: a correction, so its threshold may be too low. One per \
+                 org; resolves when an admin changes or pauses the org's autopilot."
             }
         }
     }

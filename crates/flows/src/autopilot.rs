@@ -211,6 +211,13 @@ async fn change(
     if !stopped.is_empty() {
         deps.emitter.wake();
     }
+    // The admin has looked at the rules again since an expert corrected the autopilot.
+    deps.alerts
+        .resolve(
+            switchboard_domain::alerts::AlertKind::AutopilotUndone,
+            &org_id.to_string(),
+        )
+        .await;
     Ok(after)
 }
 

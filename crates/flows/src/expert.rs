@@ -229,7 +229,13 @@ pub struct Done {
     pub changed: bool,
     /// An expert's action ended the autopilot's hold on the item.
     pub hold_stopped: bool,
+    /// The expert's reply follows one the autopilot sent within [`UNDONE_WITHIN`]: that
+    /// reply's id (a correction, `autopilot_undone`).
+    pub corrects: Option<Uuid>,
 }
+
+/// How soon after an autopilot reply an expert's reply counts as correcting it.
+pub const UNDONE_WITHIN: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Carries out `action` on item `item_id` of `org_id` inside `tx`, when the item still has
 /// version `if_match` (if given); nothing is committed.
@@ -368,7 +374,13 @@ async fn perform(
         autopilot_rule: item.autopilot_rule.clone(),
     })];
     let mut reply_out = None;
+    let mut corrects = None;
     if needs_reply {
+        if expert.is_some() {
+            corrects =
+                outbox::recent_autopilot_reply(&mut *tx, item.conversation_id, UNDONE_WITHIN)
+                    .await?;
+        }
         let body = updated.reply.clone().unwrap_or_default();
         let author = match action {
             Action::Release { body: None } => Author::Agent,
@@ -454,6 +466,7 @@ async fn perform(
         reply: reply_out,
         changed: true,
         hold_stopped,
+        corrects,
     })
 }
 
@@ -516,6 +529,7 @@ async fn refused(
                 reply: None,
                 changed: false,
                 hold_stopped: false,
+                corrects: None,
             });
         }
     }
@@ -543,6 +557,27 @@ pub async fn after_commit(deps: &Deps, done: &Done) {
     }
     if done.hold_stopped {
         metrics::counter!("autopilot_holds_stopped_total", "by" => "expert").increment(1);
+    }
+    if let (Some(undone), Some(reply)) = (done.corrects, &done.reply) {
+        metrics::counter!("autopilot_undone_total").increment(1);
+        let org = done.item.org_id.to_string();
+        let message = format!(
+            "an expert wrote to the customer of conversation {} within 10 minutes of the autopilot's reply {undone}",
+            done.item.conversation_id
+        );
+        deps.alerts
+            .raise_alert(switchboard_jobs::alerts::Alert {
+                kind: switchboard_domain::alerts::AlertKind::AutopilotUndone,
+                scope: &org,
+                org_id: Some(done.item.org_id),
+                message: &message,
+                details: json!({
+                    "conversation_id": done.item.conversation_id,
+                    "autopilot_message_id": undone,
+                    "expert_message_id": reply.message.id,
+                }),
+            })
+            .await;
     }
     if let Some(reply) = &done.reply {
         if let Err(e) = deps.outbound.push_rows(&[reply.outbox_id]).await {

@@ -65,6 +65,26 @@ pub async fn insert_reply<'e>(
     .map_err(StoreError::from)
 }
 
+/// The reply the autopilot sent in `conversation_id` within `window` before now, if any:
+/// an expert's reply after it is a correction (`autopilot_undone`).
+pub async fn recent_autopilot_reply<'e>(
+    db: impl PgExecutor<'e>,
+    conversation_id: Uuid,
+    window: Duration,
+) -> Result<Option<Uuid>, StoreError> {
+    let secs = window.as_secs_f64();
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM messages
+         WHERE conversation_id = $1 AND direction = 'outbound' AND author = 'agent'
+           AND author_user_id IS NULL AND created_at > now() - make_interval(secs => $2)
+         ORDER BY created_at DESC LIMIT 1",
+    )
+    .bind(conversation_id)
+    .bind(secs)
+    .fetch_optional(db)
+    .await?)
+}
+
 /// Rows still to send whose due time passed `grace` ago and that no worker holds: their job
 /// was lost (Redis flushed, pod killed before the push) or their lease ran out.
 pub async fn stale_unsent(

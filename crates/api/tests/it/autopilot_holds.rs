@@ -473,3 +473,88 @@ async fn two_pods_send_two_hundred_holds_each_exactly_once() {
         200
     );
 }
+
+#[tokio::test]
+async fn over_the_hourly_cap_a_hold_waits_for_an_expert_and_a_correction_raises_an_alert() {
+    let app = stack(1).await;
+    let db = &app.db;
+    let org = app.org().await;
+    let admin = app.pod(0).as_user(&org.token);
+    let path = format!("/orgs/{}/autopilot", org.id);
+    let capped = json!({
+        "enabled": true,
+        "channels": {"slack": {"enabled": true, "min_confidence": 0.8, "hold_secs": 3600}},
+        "max_per_hour": 2,
+    });
+    assert_eq!(admin.put(&path, capped.clone()).await.0, 200);
+    for user in ["U-cap-1", "U-cap-2", "U-cap-3"] {
+        app.pod(0)
+            .send_webhook(&org.webhook("slack"), &message(user, "hours?"))
+            .await;
+    }
+    db.wait_for_count(
+        "SELECT count(*) FROM expert_queue WHERE status = 'auto_pending'",
+        3,
+    )
+    .await;
+    fast_forward(&app).await;
+    assert_eq!(db.wait_for_count("SELECT count(*) FROM outbox", 2).await, 2);
+    db.wait_for_job_runs("autopilot-send", 2).await;
+    assert_eq!(db.count("SELECT count(*) FROM outbox").await, 2, "capped");
+    assert_eq!(
+        db.count("SELECT count(*) FROM expert_queue WHERE status = 'pending'")
+            .await,
+        1
+    );
+    let why: Value = db
+        .scalar("SELECT details FROM audit_log WHERE action = 'queue_item.stop'")
+        .await;
+    assert_eq!(why, json!({"by": "autopilot", "why": "max_per_hour"}));
+
+    // An expert writes to a customer the autopilot answered a moment ago: a correction.
+    let sent: Uuid = db
+        .scalar("SELECT id FROM expert_queue WHERE status = 'awaiting_client' LIMIT 1")
+        .await;
+    assert_eq!(
+        admin
+            .post_empty(&format!("/expert-queue/{sent}/reopen"))
+            .await
+            .0,
+        200
+    );
+    let (status, body) = app
+        .pod(0)
+        .as_user(&org.token)
+        .post(
+            &format!("/expert-queue/{sent}/respond"),
+            json!({"body": "Sorry: we open at ten."}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let open =
+        "SELECT count(*) FROM alert_incidents WHERE kind = 'autopilot_undone' AND status = 'open'";
+    assert_eq!(db.count(open).await, 1);
+    let details: Value = db
+        .scalar("SELECT details FROM alert_incidents WHERE kind = 'autopilot_undone'")
+        .await;
+    assert_eq!(details["expert_message_id"], body["message"]["id"]);
+    // A reply to a conversation the autopilot never answered is no correction.
+    let other: Uuid = db
+        .scalar("SELECT id FROM expert_queue WHERE status = 'pending'")
+        .await;
+    app.pod(0)
+        .as_user(&org.token)
+        .post(
+            &format!("/expert-queue/{other}/respond"),
+            json!({"body": "Nine to six."}),
+        )
+        .await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM alert_incidents WHERE kind = 'autopilot_undone'")
+            .await,
+        1
+    );
+    // The admin revisits the rules: resolved.
+    assert_eq!(admin.put(&path, capped).await.0, 200);
+    assert_eq!(db.count(open).await, 0);
+}
