@@ -899,7 +899,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description An org's activity per day: messages per channel, time to first reply, SLA met, what replies were made of, and releases per expert */
+        /** @description An org's activity per day: messages per channel, time to first reply, SLA met, what replies were made of, releases per expert, and the autopilot's calibration (how experts handled drafts per confidence tenth, and what the org's thresholds would have sent) */
         get: operations["reports_metrics"];
         put?: never;
         post?: never;
@@ -1035,6 +1035,27 @@ export interface components {
             /** Format: uuid */
             user_id: string;
         };
+        /** @description What the org's threshold for a channel would have done with these drafts. */
+        AtThreshold: {
+            /**
+             * Format: int64
+             * @description Of those, the ones an expert edited or replaced.
+             */
+            changed: number;
+            channel: components["schemas"]["ChannelKind"];
+            /** @description Whether the channel's autopilot is on now. */
+            enabled: boolean;
+            /**
+             * Format: double
+             * @description The channel's `min_confidence`.
+             */
+            min_confidence: number;
+            /**
+             * Format: int64
+             * @description Drafts at or above it: the autopilot would have sent them (before its other rules).
+             */
+            would_send: number;
+        };
         /**
          * @description A page of audit rows, newest first. Each row: `id`, `created_at`, `org_id`,
          *     `actor_user_id`, `actor_email`, `action`, `target_type`, `target_id`, `request_id`,
@@ -1046,6 +1067,43 @@ export interface components {
         };
         /** @enum {string} */
         Author: "customer" | "agent" | "expert";
+        /**
+         * @description Drafts of one channel whose confidence falls in `[from, from + 0.1)` (the last bucket
+         *     includes 1.0), and what experts did with them.
+         */
+        Bucket: {
+            channel: components["schemas"]["ChannelKind"];
+            /**
+             * Format: int64
+             * @description Drafts in it.
+             */
+            drafts: number;
+            /**
+             * Format: int64
+             * @description Sent edited.
+             */
+            edited: number;
+            /**
+             * Format: double
+             * @description The bucket's lower bound: 0.0, 0.1, … 0.9.
+             */
+            from: number;
+            /**
+             * Format: double
+             * @description The median share of the draft's words an edit changed; none without edits.
+             */
+            median_edit_share?: number | null;
+            /**
+             * Format: int64
+             * @description Replaced by the expert's own reply.
+             */
+            replaced: number;
+            /**
+             * Format: int64
+             * @description Sent unchanged.
+             */
+            unchanged: number;
+        };
         /** @description Days and hours, in the org's time zone. */
         BusinessHours: {
             /** @description Days the hours apply, `mon` … `sun`. */
@@ -1725,7 +1783,17 @@ export interface components {
         };
         /** @description An org's metrics over a range of days; days without activity are left out of each list. */
         MetricsView: {
-            /** @description Most releases first. */
+            /**
+             * @description For each channel of the org's autopilot policy, what its threshold would have done
+             *     with the same drafts.
+             */
+            autopilot: components["schemas"]["AtThreshold"][];
+            /**
+             * @description How experts handled the agent's drafts, per channel and confidence tenth: where the
+             *     autopilot's line is safe.
+             */
+            calibration: components["schemas"]["Bucket"][];
+            /** @description Most releases first (the autopilot's sends are not an expert's). */
             experts: components["schemas"]["ExpertReleases"][];
             first_reply: components["schemas"]["FirstReplyDay"][];
             /** Format: date */

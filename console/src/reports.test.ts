@@ -11,6 +11,8 @@ import {
   replyShares,
   seconds,
   slaMet,
+  calibrationBars,
+  thresholdSentences,
 } from "./reports";
 
 const metrics: Metrics = {
@@ -18,6 +20,10 @@ const metrics: Metrics = {
   from: "2026-11-29",
   to: "2026-12-01",
   time_zone: "UTC",
+  calibration: [
+    { channel: "slack", from: 0.9, drafts: 3, unchanged: 1, edited: 1, replaced: 1, median_edit_share: 0.3333 },
+  ],
+  autopilot: [{ channel: "slack", min_confidence: 0.9, enabled: false, would_send: 3, changed: 2 }],
   sla_minutes: 60,
   messages: [
     { day: "2026-11-29", channel: "whatsapp", inbound: 2, outbound: 1 },
@@ -89,5 +95,14 @@ describe("series", () => {
   });
   it("reads waits as people do", () => {
     expect([seconds(null), seconds(44.6), seconds(90), seconds(7200)]).toEqual(["—", "45 s", "1.5 min", "2.0 h"]);
+  });
+});
+
+describe("the autopilot's calibration", () => {
+  it("labels each band and answers what the threshold would have sent", () => {
+    expect(calibrationBars(metrics)).toEqual([{ label: "slack 0.9–1.0", unchanged: 1, edited: 1, replaced: 1, medianEdit: 33 }]);
+    expect(thresholdSentences(metrics)).toEqual([
+      "At 0.90 on slack (off now), 3 of these drafts would have been sent by the autopilot, of which 2 were changed by an expert.",
+    ]);
   });
 });

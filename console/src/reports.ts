@@ -134,3 +134,23 @@ export function dayLabel(day: string): string {
   if (Number.isNaN(t)) return day;
   return new Date(t).toLocaleDateString("en-GB", { weekday: "short", day: "numeric", month: "short", timeZone: "UTC" });
 }
+
+/** The calibration's buckets as bars: a label per channel and tenth, with what experts did. */
+export function calibrationBars(m: Metrics): { label: string; unchanged: number; edited: number; replaced: number; medianEdit: number | null }[] {
+  return m.calibration.map((b) => ({
+    label: `${b.channel} ${b.from.toFixed(1)}–${(b.from + 0.1).toFixed(1)}`,
+    unchanged: b.unchanged,
+    edited: b.edited,
+    replaced: b.replaced,
+    medianEdit: b.median_edit_share == null ? null : Math.round(b.median_edit_share * 100),
+  }));
+}
+
+/** "At 0.90 on slack, 3 of these drafts would have been sent by the autopilot, of which 2
+ * were changed by an expert", one per channel of the org's policy. */
+export function thresholdSentences(m: Metrics): string[] {
+  return m.autopilot.map(
+    (t) =>
+      `At ${t.min_confidence.toFixed(2)} on ${t.channel}${t.enabled ? "" : " (off now)"}, ${t.would_send} of these drafts would have been sent by the autopilot, of which ${t.changed} ${t.changed === 1 ? "was" : "were"} changed by an expert.`,
+  );
+}

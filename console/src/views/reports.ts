@@ -30,6 +30,7 @@ import { CHANNEL_LABEL, clock } from "../format";
 import {
   type Metrics,
   REPLY_LABEL,
+  calibrationBars,
   dayLabel,
   daysBetween,
   defaultRange,
@@ -40,6 +41,7 @@ import {
   replyShares,
   seconds,
   slaMet,
+  thresholdSentences,
 } from "../reports";
 import type { Channel, Schemas } from "../types";
 
@@ -239,7 +241,34 @@ function charts_(m: Metrics): HTMLElement[] {
             options: { ...common, indexAxis: "y" as const, plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } } },
           }),
   );
-  return [messages, firstReplyFig, slaFig, sharesFig, expertsFig];
+  const bars = calibrationBars(m);
+  const sentences = thresholdSentences(m);
+  const calibrationFig = figure(
+    "chart-calibration",
+    "Autopilot calibration: what experts did with drafts, by confidence",
+    [bars.length === 0 ? "No draft was released or replaced in this range." : `${bars.length} confidence bands with drafts.`, ...sentences].join(" "),
+    table(
+      "Drafts per confidence band",
+      ["Band", "Sent unchanged", "Edited", "Replaced", "Median edit"],
+      bars.map((b) => [b.label, b.unchanged, b.edited, b.replaced, b.medianEdit === null ? "—" : `${b.medianEdit}% of the words`]),
+    ),
+    (canvas) =>
+      bars.length === 0
+        ? null
+        : new Chart(canvas, {
+            type: "bar",
+            data: {
+              labels: bars.map((b) => b.label),
+              datasets: [
+                { label: "Sent unchanged", data: bars.map((b) => b.unchanged), backgroundColor: COLOURS[0] },
+                { label: "Edited", data: bars.map((b) => b.edited), backgroundColor: COLOURS[1] },
+                { label: "Replaced", data: bars.map((b) => b.replaced), backgroundColor: COLOURS[2] },
+              ],
+            },
+            options: { ...common, scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, ticks: { precision: 0 } } } },
+          }),
+  );
+  return [messages, firstReplyFig, slaFig, sharesFig, expertsFig, calibrationFig];
 }
 
 /** Seconds on the axis while every wait is under two minutes, else minutes. */

@@ -456,6 +456,216 @@ fn push_number(out: &mut Vec<String>, number: &mut String) {
     number.clear();
 }
 
+/// How an expert handled one draft they released or replaced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Handled {
+    /// Sent as drafted.
+    Unchanged,
+    /// Sent edited: the share of the draft's words changed ([`edit_share`]).
+    Edited(f64),
+    /// The expert wrote their own reply instead.
+    Replaced,
+}
+
+/// One draft an expert handled, as calibration counts it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HandledDraft {
+    /// Its channel.
+    pub channel: ChannelKind,
+    /// The agent's confidence, clamped ([`clamp_confidence`]).
+    pub confidence: f64,
+    /// What the expert did with it.
+    pub how: Handled,
+}
+
+/// Drafts of one channel whose confidence falls in `[from, from + 0.1)` (the last bucket
+/// includes 1.0), and what experts did with them.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Bucket {
+    #[allow(missing_docs)]
+    pub channel: ChannelKind,
+    /// The bucket's lower bound: 0.0, 0.1, … 0.9.
+    pub from: f64,
+    /// Drafts in it.
+    pub drafts: i64,
+    /// Sent unchanged.
+    pub unchanged: i64,
+    /// Sent edited.
+    pub edited: i64,
+    /// Replaced by the expert's own reply.
+    pub replaced: i64,
+    /// The median share of the draft's words an edit changed; none without edits.
+    pub median_edit_share: Option<f64>,
+}
+
+/// What the org's threshold for a channel would have done with these drafts.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct AtThreshold {
+    #[allow(missing_docs)]
+    pub channel: ChannelKind,
+    /// The channel's `min_confidence`.
+    pub min_confidence: f64,
+    /// Whether the channel's autopilot is on now.
+    pub enabled: bool,
+    /// Drafts at or above it: the autopilot would have sent them (before its other rules).
+    pub would_send: i64,
+    /// Of those, the ones an expert edited or replaced.
+    pub changed: i64,
+}
+
+/// The word-level edit distance from `draft` to `sent` as a share of the draft's words
+/// (0: the same words; 1 or more: rewritten).
+pub fn edit_share(draft: &str, sent: &str) -> f64 {
+    let a: Vec<&str> = draft.split_whitespace().collect();
+    let b: Vec<&str> = sent.split_whitespace().collect();
+    // Levenshtein over words, one row at a time.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, wa) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, wb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if wa == wb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
+            diagonal = above;
+        }
+    }
+    row[b.len()] as f64 / a.len().max(1) as f64
+}
+
+/// The drafts per channel and 0.1-wide confidence bucket, buckets without drafts left out,
+/// in channel then confidence order.
+pub fn calibrate(drafts: &[HandledDraft]) -> Vec<Bucket> {
+    let mut out = Vec::new();
+    for channel in ChannelKind::ALL {
+        for tenth in 0..10u8 {
+            let inside: Vec<&HandledDraft> = drafts
+                .iter()
+                .filter(|d| d.channel == channel && bucket_of(d.confidence) == tenth)
+                .collect();
+            if inside.is_empty() {
+                continue;
+            }
+            let count =
+                |f: fn(&Handled) -> bool| inside.iter().filter(|d| f(&d.how)).count() as i64;
+            let mut shares: Vec<f64> = inside
+                .iter()
+                .filter_map(|d| match d.how {
+                    Handled::Edited(share) => Some(share),
+                    _ => None,
+                })
+                .collect();
+            shares.sort_by(f64::total_cmp);
+            let median = match shares.len() {
+                0 => None,
+                n if n % 2 == 1 => Some(shares[n / 2]),
+                n => Some((shares[n / 2 - 1] + shares[n / 2]) / 2.0),
+            };
+            out.push(Bucket {
+                channel,
+                from: f64::from(tenth) / 10.0,
+                drafts: inside.len() as i64,
+                unchanged: count(|h| *h == Handled::Unchanged),
+                edited: count(|h| matches!(h, Handled::Edited(_))),
+                replaced: count(|h| *h == Handled::Replaced),
+                median_edit_share: median,
+            });
+        }
+    }
+    out
+}
+
+/// For each channel the policy names, what its threshold would have done with `drafts`.
+pub fn at_thresholds(policy: &Policy, drafts: &[HandledDraft]) -> Vec<AtThreshold> {
+    ChannelKind::ALL
+        .into_iter()
+        .filter_map(|channel| {
+            let rule = policy.channels.get(channel)?;
+            let above: Vec<&HandledDraft> = drafts
+                .iter()
+                .filter(|d| d.channel == channel && d.confidence >= rule.min_confidence)
+                .collect();
+            Some(AtThreshold {
+                channel,
+                min_confidence: rule.min_confidence,
+                enabled: policy.enabled && rule.enabled,
+                would_send: above.len() as i64,
+                changed: above.iter().filter(|d| d.how != Handled::Unchanged).count() as i64,
+            })
+        })
+        .collect()
+}
+
+fn bucket_of(confidence: f64) -> u8 {
+    // 0.3 is 0.29999… in binary: a small nudge keeps it in its own bucket.
+    ((confidence * 10.0 + 1e-9).floor().clamp(0.0, 9.0)) as u8
+}
+
+#[cfg(test)]
+mod calibration_tests {
+    use super::*;
+
+    fn d(channel: ChannelKind, confidence: f64, how: Handled) -> HandledDraft {
+        HandledDraft {
+            channel,
+            confidence,
+            how,
+        }
+    }
+
+    #[test]
+    fn an_edit_share_counts_changed_words_against_the_drafts_length() {
+        assert_eq!(edit_share("we open at nine", "we open at nine"), 0.0);
+        assert_eq!(edit_share("we open at nine", "we open at ten"), 0.25);
+        assert_eq!(edit_share("we open at nine", "we open at nine sharp"), 0.25);
+        assert_eq!(edit_share("a b", "c d e f"), 2.0);
+        assert_eq!(edit_share("", "anything"), 1.0);
+    }
+
+    #[test]
+    fn drafts_fall_in_tenths_with_their_median_edit() {
+        use ChannelKind::{Slack, Telegram};
+        let drafts = [
+            d(Slack, 0.95, Handled::Unchanged),
+            d(Slack, 1.0, Handled::Edited(0.5)),
+            d(Slack, 0.9, Handled::Edited(0.1)),
+            d(Slack, 0.3, Handled::Replaced),
+            d(Telegram, 0.0, Handled::Unchanged),
+        ];
+        let buckets = calibrate(&drafts);
+        let top = &buckets[1];
+        assert_eq!((top.channel, top.from, top.drafts), (Slack, 0.9, 3));
+        assert_eq!((top.unchanged, top.edited, top.replaced), (1, 2, 0));
+        assert!((top.median_edit_share.expect("edits") - 0.3).abs() < 1e-9);
+        assert_eq!((buckets[0].from, buckets[0].replaced), (0.3, 1));
+        assert_eq!(buckets[0].median_edit_share, None);
+        assert_eq!((buckets[2].channel, buckets[2].from), (Telegram, 0.0));
+        assert_eq!(buckets.len(), 3);
+
+        let policy = Policy {
+            enabled: true,
+            channels: Channels {
+                slack: Some(ChannelPolicy {
+                    enabled: true,
+                    min_confidence: 0.9,
+                    hold_secs: 60,
+                }),
+                ..Channels::default()
+            },
+            ..Policy::default()
+        };
+        let at = at_thresholds(&policy, &drafts);
+        assert_eq!(at.len(), 1, "only the channels the policy names");
+        assert_eq!(
+            (at[0].would_send, at[0].changed, at[0].enabled),
+            (3, 2, true)
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -132,7 +132,7 @@ const FIRST_REPLY: &str = "
 /// The releases of the range, each with what it was made of and its deadline.
 const RELEASED: &str = "
     released AS (
-        SELECT a.created_at, a.actor_user_id,
+        SELECT a.created_at, a.actor_user_id, a.details->>'by' AS by,
                -- The subqueries run only for a row without the field (COALESCE stops at
                -- the first value), each one primary-key lookup.
                COALESCE(a.details->>'reply',
@@ -145,6 +145,54 @@ const RELEASED: &str = "
         FROM audit_log a
         WHERE a.org_id = $1 AND a.created_at >= $2 AND a.created_at < $3
           AND a.action IN ('queue_item.release', 'queue_item.respond'))";
+
+/// The drafts experts handled in the range: each release or reply of theirs that answered
+/// a customer message with a draft (not the fallback), with the draft, its confidence and
+/// the text sent. The autopilot's own sends are left out: they say nothing about where the
+/// line is.
+const HANDLED: &str = "
+    SELECT m.channel AS channel, d.confidence, d.body AS draft, m.body AS sent,
+           COALESCE(a.details->>'reply',
+                    CASE WHEN a.action = 'queue_item.respond' THEN 'own'
+                         WHEN m.author = 'agent' THEN 'draft' ELSE 'edited' END) AS reply
+    FROM audit_log a
+    JOIN messages m ON m.id = (a.details->>'message_id')::uuid
+    JOIN drafts d ON d.message_id = m.answers_message_id AND NOT d.fallback
+    WHERE a.org_id = $1 AND a.created_at >= $2 AND a.created_at < $3
+      AND a.action IN ('queue_item.release', 'queue_item.respond')
+      AND a.details->>'by' IS DISTINCT FROM 'autopilot'
+      -- `fetch` binds the zone as $4 to every statement; this one has no days to cut.
+      AND $4::text IS NOT NULL";
+
+#[derive(sqlx::FromRow)]
+struct HandledRow {
+    channel: switchboard_domain::ChannelKind,
+    confidence: Option<f32>,
+    draft: String,
+    sent: String,
+    reply: String,
+}
+
+/// The drafts experts handled over `range`, for the autopilot's calibration.
+pub async fn handled_drafts(
+    pool: &PgPool,
+    range: Range<'_>,
+) -> Result<Vec<switchboard_domain::autopilot::HandledDraft>, StoreError> {
+    use switchboard_domain::autopilot::{Handled, HandledDraft, clamp_confidence, edit_share};
+    let rows = fetch::<HandledRow>(pool, HANDLED, range).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| HandledDraft {
+            channel: r.channel,
+            confidence: clamp_confidence(r.confidence.map(f64::from)),
+            how: match r.reply.as_str() {
+                "draft" => Handled::Unchanged,
+                "own" => Handled::Replaced,
+                _ => Handled::Edited(edit_share(&r.draft, &r.sent)),
+            },
+        })
+        .collect())
+}
 
 /// An org's metrics over `range`.
 pub async fn metrics(pool: &PgPool, range: Range<'_>) -> Result<Metrics, StoreError> {
@@ -162,6 +210,7 @@ pub async fn metrics(pool: &PgPool, range: Range<'_>) -> Result<Metrics, StoreEr
         "WITH {RELEASED}
          SELECT r.actor_user_id AS user_id, u.email, u.display_name, count(*) AS releases
          FROM released r LEFT JOIN users u ON u.id = r.actor_user_id
+         WHERE r.by IS DISTINCT FROM 'autopilot'
          GROUP BY r.actor_user_id, u.email, u.display_name
          ORDER BY count(*) DESC, u.email NULLS LAST"
     );

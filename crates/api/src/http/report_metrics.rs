@@ -98,8 +98,14 @@ struct MetricsView {
     messages: Vec<ChannelDay>,
     first_reply: Vec<FirstReplyDay>,
     releases: Vec<ReleaseDay>,
-    /// Most releases first.
+    /// Most releases first (the autopilot's sends are not an expert's).
     experts: Vec<ExpertReleases>,
+    /// How experts handled the agent's drafts, per channel and confidence tenth: where the
+    /// autopilot's line is safe.
+    calibration: Vec<switchboard_domain::autopilot::Bucket>,
+    /// For each channel of the org's autopilot policy, what its threshold would have done
+    /// with the same drafts.
+    autopilot: Vec<switchboard_domain::autopilot::AtThreshold>,
 }
 
 /// The instant a day starts in `zone` (the first one, on a day that starts twice).
@@ -115,7 +121,9 @@ fn midnight(zone: chrono_tz::Tz, day: NaiveDate) -> Option<DateTime<Utc>> {
 #[utoipa::path(get, path = "/reports/metrics", tag = "reports", security(("bearer" = [])),
     params(MetricsQuery),
     description = "An org's activity per day: messages per channel, time to first reply, \
-        SLA met, what replies were made of, and releases per expert",
+        SLA met, what replies were made of, releases per expert, and the autopilot's \
+        calibration (how experts handled drafts per confidence tenth, and what the org's \
+        thresholds would have sent)",
     responses((status = 200, body = MetricsView),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
         (status = 403, description = "Not an admin of the org", body = ErrorBody),
@@ -152,16 +160,18 @@ async fn metrics(
     let Some((start, end)) = bounds else {
         return Err(ApiError::validation("from and to must be real days"));
     };
-    let m = report_metrics::metrics(
-        &state.db,
-        Range {
-            org_id: q.org_id,
-            start,
-            end,
-            time_zone: zone.name(),
-        },
-    )
-    .await?;
+    let range = Range {
+        org_id: q.org_id,
+        start,
+        end,
+        time_zone: zone.name(),
+    };
+    let (m, handled, policy) = futures::try_join!(
+        report_metrics::metrics(&state.db, range),
+        report_metrics::handled_drafts(&state.db, range),
+        orgs::autopilot(&state.db, q.org_id),
+    )?;
+    let policy = policy.unwrap_or_default();
     Ok(Json(MetricsView {
         org_id: q.org_id,
         from,
@@ -212,5 +222,7 @@ async fn metrics(
                 releases: r.releases,
             })
             .collect(),
+        calibration: switchboard_domain::autopilot::calibrate(&handled),
+        autopilot: switchboard_domain::autopilot::at_thresholds(&policy, &handled),
     }))
 }

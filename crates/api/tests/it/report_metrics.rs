@@ -366,3 +366,98 @@ async fn report_metrics_sla_minutes_set_the_deadline_of_new_items() {
     assert!(details["sla_due_at"].is_string(), "{details}");
     pool.close().await;
 }
+
+/// The autopilot's calibration on hand-counted releases: per confidence tenth, what experts
+/// sent unchanged, edited (the median share of words changed) or replaced; what the org's
+/// threshold would have sent of them; the autopilot's own sends left out.
+#[tokio::test]
+async fn report_metrics_calibrate_the_autopilot_on_a_hand_counted_set() {
+    let app = TestApp::builder().no_workers().build().await;
+    let pod = app.pod(0);
+    let org = app.org().await;
+    let pool = app.db.pool().await;
+    let items = seed_queue_items(&app.db, org.id, org.conns["slack"], 6).await;
+    // The seeded draft is "It ships tomorrow." (three words).
+    let plan: [(f32, &str, Option<&str>); 6] = [
+        (0.95, "release", None),
+        (0.92, "release", Some("It ships Monday.")),
+        (0.91, "respond", Some("Let me check with the warehouse.")),
+        (0.45, "release", None),
+        (0.45, "release", Some("It ships next week.")),
+        (0.99, "release", None),
+    ];
+    for (item, (confidence, action, body)) in items.iter().zip(plan) {
+        sqlx::query(
+            "UPDATE drafts SET confidence = $2 WHERE id = (SELECT draft_id FROM expert_queue WHERE id = $1)",
+        )
+        .bind(item)
+        .bind(confidence)
+        .execute(&pool)
+        .await
+        .unwrap();
+        let body = json!({"body": body.unwrap_or("It ships tomorrow.")});
+        let (status, answer) = pod
+            .as_user(&org.token)
+            .post(&format!("/expert-queue/{item}/{action}"), body)
+            .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    // The last one stands for a send of the autopilot's.
+    exec(
+        &pool,
+        "UPDATE audit_log SET details = details || '{\"by\": \"autopilot\"}' WHERE target_id = $1",
+        &[items[5]],
+    )
+    .await;
+    let policy = json!({"enabled": false,
+        "channels": {"slack": {"enabled": true, "min_confidence": 0.9}}});
+    let path = format!("/orgs/{}/autopilot", org.id);
+    assert_eq!(pod.as_user(&org.token).put(&path, policy).await.0, 200);
+
+    let (status, m) = pod
+        .as_user(&org.token)
+        .get(&format!("/reports/metrics?org_id={}", org.id))
+        .await;
+    assert_eq!(status, 200, "{m}");
+    let buckets = m["calibration"].as_array().unwrap();
+    assert_eq!(buckets.len(), 2, "{m}");
+    let (low, high) = (&buckets[0], &buckets[1]);
+    assert_eq!(low["channel"], "slack");
+    assert_eq!(low["from"], 0.4);
+    assert_eq!(
+        (
+            &low["drafts"],
+            &low["unchanged"],
+            &low["edited"],
+            &low["replaced"]
+        ),
+        (&json!(2), &json!(1), &json!(1), &json!(0))
+    );
+    let share = |b: &Value| b["median_edit_share"].as_f64().unwrap();
+    assert!((share(low) - 2.0 / 3.0).abs() < 1e-9, "{low}");
+    assert_eq!(high["from"], 0.9);
+    assert_eq!(
+        (
+            &high["drafts"],
+            &high["unchanged"],
+            &high["edited"],
+            &high["replaced"]
+        ),
+        (&json!(3), &json!(1), &json!(1), &json!(1)),
+        "the autopilot's own send is not counted"
+    );
+    assert!((share(high) - 1.0 / 3.0).abs() < 1e-9, "{high}");
+    assert_eq!(
+        m["autopilot"],
+        json!([{"channel": "slack", "min_confidence": 0.9, "enabled": false,
+                "would_send": 3, "changed": 2}])
+    );
+    assert!(
+        m["experts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["user_id"] != Value::Null),
+        "the autopilot is no expert: {m}"
+    );
+}
