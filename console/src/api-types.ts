@@ -1778,6 +1778,11 @@ export interface components {
             created_at: string;
             delivery?: null | components["schemas"]["Delivery"];
             direction: string;
+            /**
+             * @description Admins, a reply that differs from the agent's draft it was made from: that draft
+             *     (the console shows the word diff).
+             */
+            draft?: string | null;
             /** Format: uuid */
             id: string;
         };

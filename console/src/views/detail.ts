@@ -8,6 +8,7 @@ import { ApiError } from "../api";
 import { h, mount } from "../dom";
 import { type ActionBodies, type ActionName, queue } from "../endpoints";
 import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, sendsIn, shortId } from "../format";
+import { wordDiff } from "../diff";
 import { timeline } from "../notes";
 import { session } from "../session";
 import type { Store } from "../store";
@@ -346,7 +347,9 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
       m.author === "customer"
         ? (meta?.customer.display_name ?? item?.customer.display_name ?? "Customer")
         : m.author === "agent"
-          ? "Agent draft, released"
+          ? m.author_user_id
+            ? "Agent draft, released"
+            : "Agent draft, sent by the autopilot"
           : m.author_user_id === me
             ? "You"
             : "Expert";
@@ -356,6 +359,29 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
       { class: `msg ${outbound ? "out" : "in"}`, "data-message": m.id, "data-delivery": status ?? "" },
       h("div", { class: "msg-meta" }, h("span", { class: "who", text: who }), h("time", { datetime: m.created_at, text: clock(m.created_at) })),
       h("p", { class: "msg-body", text: m.body }),
+      m.draft
+        ? h(
+            "details",
+            { class: "draft-diff" },
+            h("summary", { text: "Changed from the agent's draft" }),
+            h(
+              "p",
+              { class: "diff" },
+              wordDiff(m.draft, m.body).map((p) =>
+                p.kind === "same"
+                  ? p.text
+                  : h(
+                      p.kind === "removed" ? "del" : "ins",
+                      {},
+                      // <del> and <ins> are not announced by every screen reader.
+                      h("span", { class: "visually-hidden", text: p.kind === "removed" ? "[removed: " : "[added: " }),
+                      p.text,
+                      h("span", { class: "visually-hidden", text: "]" }),
+                    ),
+              ),
+            ),
+          )
+        : null,
       status
         ? h(
             "p",

@@ -95,6 +95,9 @@ pub struct MessageRow {
     pub provider_message_id: Option<String>,
     pub delivered_at: Option<DateTime<Utc>>,
     pub delivery_error: Option<String>,
+    /// A reply's draft: what the agent proposed for the customer message it answers (not
+    /// the fallback), for comparing with what was sent.
+    pub draft: Option<String>,
 }
 
 /// Up to `limit` messages of a conversation older than message `before` (newest first);
@@ -108,7 +111,10 @@ pub async fn messages(
     Ok(sqlx::query_as(
         "SELECT m.id, m.direction::text AS direction, m.author, m.author_user_id,
                 m.body, m.created_at, m.delivery_status, m.provider_message_id, m.delivered_at,
-                m.delivery_error
+                m.delivery_error,
+                (SELECT d.body FROM drafts d
+                 WHERE m.direction = 'outbound' AND d.message_id = m.answers_message_id
+                   AND NOT d.fallback) AS draft
          FROM messages m
          WHERE m.conversation_id = $1
            AND ($2::uuid IS NULL OR (m.created_at, m.id) < (

@@ -125,6 +125,9 @@ struct MessageView {
     created_at: DateTime<Utc>,
     /// Outbound messages only.
     delivery: Option<Delivery>,
+    /// Admins, a reply that differs from the agent's draft it was made from: that draft
+    /// (the console shows the word diff).
+    draft: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -135,9 +138,12 @@ struct Delivery {
     error: Option<String>,
 }
 
-impl From<MessageRow> for MessageView {
-    fn from(m: MessageRow) -> Self {
+impl MessageView {
+    /// The message as `admin` (or not) may see it.
+    fn seen_by(m: MessageRow, admin: bool) -> Self {
+        let draft = m.draft.filter(|d| admin && *d != m.body);
         MessageView {
+            draft,
             delivery: m.delivery_status.map(|status| Delivery {
                 status,
                 provider_message_id: m.provider_message_id,
@@ -176,7 +182,7 @@ async fn show(
     let conversation = conversations::get(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("conversation"))?;
-    caller.role_in(conversation.org_id)?;
+    let admin = caller.role_in(conversation.org_id)? == Role::Admin;
     let limit = pagination::limit(q.limit)?;
     let mut messages = conversations::messages(&state.db, id, q.before, limit + 1).await?;
     let more = messages.len() > usize::try_from(limit).unwrap_or(usize::MAX);
@@ -195,7 +201,10 @@ async fn show(
     Ok(Json(ShowResponse {
         conversation: conversation.into(),
         queue_item,
-        messages: messages.into_iter().map(MessageView::from).collect(),
+        messages: messages
+            .into_iter()
+            .map(|m| MessageView::seen_by(m, admin))
+            .collect(),
         next_before,
     }))
 }

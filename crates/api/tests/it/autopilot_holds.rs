@@ -332,6 +332,32 @@ async fn stop_an_experts_action_or_a_new_customer_message_ends_a_hold_and_nothin
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["message"]["author"], "expert");
+    // The draft it was made from is kept: an admin reading the conversation gets it (the
+    // console shows the word diff), an expert does not.
+    let conversation = body["item"]["conversation_id"].as_str().unwrap().to_owned();
+    let reply_of = |page: &Value| {
+        page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["direction"] == "outbound")
+            .cloned()
+            .unwrap()
+    };
+    let (_, page) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&format!("/conversations/{conversation}"))
+        .await;
+    assert_eq!(
+        reply_of(&page)["draft"],
+        "We open at nine (hello).",
+        "{page}"
+    );
+    let (_, page) = as_expert()
+        .get(&format!("/conversations/{conversation}"))
+        .await;
+    assert_eq!(reply_of(&page)["draft"], Value::Null);
 
     assert_eq!(
         db.count("SELECT count(*) FROM expert_queue WHERE status = 'auto_pending'")

@@ -54,10 +54,11 @@ async fn ready_is_503_while_draining_then_the_listener_closes() {
 
 #[tokio::test]
 async fn a_pooled_connection_postgres_closed_is_replaced_before_use() {
-    // The relay's idle poll (every 250 ms) would keep one pooled session or another busy;
-    // commits still wake it, and there are none here.
+    // The relay's idle poll (every 250 ms) and `autopilot-send` (every 2 s) would keep one
+    // pooled session or another busy; commits still wake the relay, and there are none here.
     let (pod, db) = TestPod::single_with(|v| {
         v.insert("RELAY_POLL_MS".into(), "60000".into());
+        v.insert("SCHEDULE_AUTOPILOT_SEND".into(), "0 0 0 1 1 *".into());
     })
     .await;
     assert_eq!(pod.ready().await.0, 200, "the pool holds a live connection");

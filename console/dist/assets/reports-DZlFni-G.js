@@ -1,4 +1,4 @@
-import{h as P,m as Nt,r as pi,c as zn,A as Bn,C as Wn}from"./index-DsvzrVxX.js";/*!
+import{h as P,m as Nt,r as pi,c as zn,A as Bn,C as Wn}from"./index-C-JZK29O.js";/*!
  * @kurkle/color v0.3.4
  * https://github.com/kurkle/color#readme
  * (c) 2024 Jukka Kurkela
