@@ -273,6 +273,8 @@ pub struct Facts<'a> {
     pub confidence: Option<f64>,
     pub fallback: bool,
     pub flagged: bool,
+    /// An expert has the item (claimed or snoozed).
+    pub taken: bool,
     /// This is the customer's first conversation.
     pub first_conversation: bool,
     /// What the customer wrote last.
@@ -359,6 +361,9 @@ pub fn judge(policy: &Policy, facts: &Facts<'_>) -> Result<Admitted, Refusal> {
     // The safety rails first: none of the org's settings lifts them.
     if facts.fallback {
         return Err(Refusal::Fallback);
+    }
+    if facts.taken {
+        return Err(Refusal::Taken);
     }
     if facts.agent_breaker_open {
         return Err(Refusal::AgentBreakerOpen);
@@ -702,6 +707,7 @@ mod tests {
             confidence: Some(0.95),
             fallback: false,
             flagged: false,
+            taken: false,
             first_conversation: false,
             customer_text: "What are your opening hours?",
             draft: "We are open 9:00-17:00, see https://example.com/hours.",
@@ -770,6 +776,11 @@ mod tests {
                 "the agent's breaker open",
                 |_, f| f.agent_breaker_open = true,
                 Err(Refusal::AgentBreakerOpen),
+            ),
+            (
+                "an item an expert has is theirs",
+                |_, f| f.taken = true,
+                Err(Refusal::Taken),
             ),
             (
                 "the channel's breaker open",

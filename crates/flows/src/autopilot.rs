@@ -95,14 +95,6 @@ async fn judge(
     };
     let policy: Policy = serde_json::from_value(stored.clone())
         .map_err(|e| StoreError::Unexpected(format!("stored autopilot policy: {e}")))?;
-    // Only an item waiting for an expert (or none yet) may be put on hold; one an expert
-    // holds or put aside stays theirs.
-    if found
-        .item_status
-        .is_some_and(|s| !matches!(s, QueueStatus::Pending | QueueStatus::AwaitingClient))
-    {
-        return Ok(Err(autopilot::Refusal::Taken));
-    }
     let zone: chrono_tz::Tz = found.time_zone.parse().unwrap_or(chrono_tz::UTC);
     let now = Utc::now().with_timezone(&zone);
     // A breaker state that cannot be read counts as open.
@@ -123,6 +115,10 @@ async fn judge(
         confidence: d.confidence.map(f64::from),
         fallback: d.fallback,
         flagged: found.flagged,
+        // Only an item waiting for an expert (or none yet) may be put on hold.
+        taken: found
+            .item_status
+            .is_some_and(|s| !matches!(s, QueueStatus::Pending | QueueStatus::AwaitingClient)),
         first_conversation: found.first_conversation,
         customer_text: d.customer_text,
         draft: d.draft,

@@ -72,6 +72,19 @@ pub async fn agent_responding(respond: impl Respond + 'static) -> MockServer {
     server
 }
 
+/// The newest customer line of a draft request to the agent (the request carries the whole
+/// conversation), for fakes whose draft depends on what the customer wrote.
+pub fn newest_customer_line(request: &Request) -> Option<String> {
+    let body: Value = serde_json::from_slice(&request.body).ok()?;
+    body["messages"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|l| l["role"] == "customer")?["text"]
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// One call the fake provider received.
 #[derive(Debug, Clone)]
 pub struct Call {

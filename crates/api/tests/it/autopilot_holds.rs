@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use switchboard_domain::Role;
-use switchboard_testing::fakes::agent_responding;
+use switchboard_testing::fakes::{agent_responding, newest_customer_line};
 use switchboard_testing::signing::{SLACK_SECRET, Signed, slack};
 use switchboard_testing::socket::connect_with;
 use switchboard_testing::{Org, TestApp};
@@ -21,13 +21,7 @@ struct Scripted;
 
 impl Respond for Scripted {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let newest = body["messages"]
-            .as_array()
-            .and_then(|lines| lines.iter().rev().find(|l| l["role"] == "customer"))
-            .and_then(|l| l["text"].as_str())
-            .unwrap_or_default()
-            .to_owned();
+        let newest = newest_customer_line(request).unwrap_or_default();
         let (reply, confidence) = if newest.contains("unsure") {
             ("Maybe?".to_owned(), 0.3)
         } else if newest.contains("link") {

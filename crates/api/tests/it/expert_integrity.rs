@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::Role;
-use switchboard_testing::fakes::agent_responding;
+use switchboard_testing::fakes::{agent_responding, newest_customer_line};
 use switchboard_testing::signing::slack_message;
 use switchboard_testing::{TestApp, TestPod, eventually, settled};
 use uuid::Uuid;
@@ -24,13 +24,7 @@ struct Drafter {
 
 impl Respond for Drafter {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let newest = body["messages"]
-            .as_array()
-            .and_then(|lines| lines.iter().rev().find(|l| l["role"] == "customer"))
-            .and_then(|l| l["text"].as_str())
-            .unwrap_or_default()
-            .to_owned();
+        let newest = newest_customer_line(request).unwrap_or_default();
         let (reply, delay) = if newest.contains("second") {
             ("Draft two", self.second_delay)
         } else {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
-use switchboard_testing::fakes::agent_responding;
+use switchboard_testing::fakes::{agent_responding, newest_customer_line};
 use switchboard_testing::signing::{SLACK_SECRET, slack};
 use switchboard_testing::{TestApp, TestPod};
 use uuid::Uuid;
@@ -43,13 +43,7 @@ struct Drafter;
 
 impl Respond for Drafter {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let text = body["messages"]
-            .as_array()
-            .and_then(|lines| lines.iter().rev().find(|l| l["role"] == "customer"))
-            .and_then(|l| l["text"].as_str())
-            .unwrap_or("?")
-            .to_owned();
+        let text = newest_customer_line(request).unwrap_or_else(|| "?".to_owned());
         let delay = if text.contains("[slow]") {
             Duration::from_millis(1500)
         } else {
