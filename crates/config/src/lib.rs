@@ -24,7 +24,7 @@ mod tls;
 pub use load::{ConfigError, load, load_from};
 pub use mail::{MailConfigError, MailTransport, SmtpServer, SmtpTls, SystemMail};
 pub use production::Violation;
-pub use rate::{RateSpec, parse_rate};
+pub use rate::{RateError, RateSpec, parse_rate};
 pub use redact::redact_url;
 pub use sections::Config;
 pub use tls::{PgTls, PoolerMode, RedisEndpoint, RedisTls, TlsMode};

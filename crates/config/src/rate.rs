@@ -11,13 +11,24 @@ pub struct RateSpec {
     pub period: Duration,
 }
 
+/// Why a rate setting was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RateError {
+    /// Not `<n>/<period>` with a known unit.
+    #[error("must be <n>/<period> (e.g. 600/min, 10/15min, 5/s) or off")]
+    Shape,
+    /// A limit or a period of zero.
+    #[error("needs a limit and a period above zero")]
+    Zero,
+}
+
 /// Parses a rate setting; `Ok(None)` for `off`.
-pub fn parse_rate(spec: &str) -> Result<Option<RateSpec>, String> {
+pub fn parse_rate(spec: &str) -> Result<Option<RateSpec>, RateError> {
     let spec = spec.trim();
     if spec.eq_ignore_ascii_case("off") || spec.is_empty() {
         return Ok(None);
     }
-    let bad = || "must be <n>/<period> (e.g. 600/min, 10/15min, 5/s) or off".to_owned();
+    let bad = || RateError::Shape;
     let (limit, period) = spec.split_once('/').ok_or_else(bad)?;
     let limit: u64 = limit.trim().parse().map_err(|_| bad())?;
     let period = period.trim();
@@ -31,9 +42,9 @@ pub fn parse_rate(spec: &str) -> Result<Option<RateSpec>, String> {
     per(limit, crate::env::unit_times(unit, count).ok_or_else(bad)?)
 }
 
-fn per(limit: u64, period: Duration) -> Result<Option<RateSpec>, String> {
+fn per(limit: u64, period: Duration) -> Result<Option<RateSpec>, RateError> {
     if limit == 0 || period.is_zero() {
-        return Err("needs a limit and a period above zero".into());
+        return Err(RateError::Zero);
     }
     Ok(Some(RateSpec { limit, period }))
 }

@@ -23,10 +23,23 @@ pub enum ConnectError {
     NoAnswer,
 }
 
+/// How the server answered the handshake.
+#[derive(Debug)]
+enum Handshake {
+    Opened,
+    /// `connect_error` (or, once connected, a client error) with this message.
+    Refused(String),
+    /// The connection closed.
+    Closed,
+}
+
 /// A connected client and everything the server sent it.
 pub struct Sock {
     client: Client,
     events: UnboundedReceiver<(String, Value)>,
+    /// What the client reported after the handshake: errors and the close, for failure
+    /// messages.
+    status: UnboundedReceiver<Handshake>,
 }
 
 /// Connects to `pod` with `auth` as the handshake payload; `Err` says why (the server's
@@ -38,17 +51,22 @@ pub async fn connect(pod: &Endpoint, auth: Option<Value>) -> Result<Sock, Connec
 /// Connects to the server at `base` (e.g. a pod started as a process).
 pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, ConnectError> {
     let (events_tx, events) = unbounded_channel();
-    let (status_tx, mut status) = unbounded_channel::<Result<(), String>>();
+    let (status_tx, mut status) = unbounded_channel::<Handshake>();
     let opened = status_tx.clone();
+    let closed = status_tx.clone();
     let mut builder = ClientBuilder::new(base.to_owned())
         .transport_type(TransportType::Websocket)
         .reconnect(false)
         .on("open", move |_, _| {
-            let _ = opened.send(Ok(()));
+            let _ = opened.send(Handshake::Opened);
+            async {}.boxed()
+        })
+        .on("close", move |_, _| {
+            let _ = closed.send(Handshake::Closed);
             async {}.boxed()
         })
         .on("error", move |payload, _| {
-            let _ = status_tx.send(Err(text(&payload)));
+            let _ = status_tx.send(Handshake::Refused(text(&payload)));
             async {}.boxed()
         })
         .on_any(move |event, payload, _| {
@@ -63,8 +81,12 @@ pub async fn connect_url(base: &str, auth: Option<Value>) -> Result<Sock, Connec
     }
     let client = builder.connect().await?;
     match tokio::time::timeout(Duration::from_secs(10), status.recv()).await {
-        Ok(Some(Ok(()))) => Ok(Sock { client, events }),
-        Ok(Some(Err(message))) => {
+        Ok(Some(Handshake::Opened)) => Ok(Sock {
+            client,
+            events,
+            status,
+        }),
+        Ok(Some(Handshake::Refused(message))) => {
             let _ = client.disconnect().await;
             Err(ConnectError::Refused(message))
         }
@@ -94,6 +116,16 @@ fn text(payload: &Payload) -> String {
 }
 
 impl Sock {
+    /// What the client reported since the handshake (its errors, its close), for a failure
+    /// message when fewer events came than awaited.
+    pub fn reported(&mut self) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Ok(status) = self.status.try_recv() {
+            seen.push(format!("{status:?}"));
+        }
+        seen
+    }
+
     /// The next event within `wait`.
     pub async fn next(&mut self, wait: Duration) -> Option<(String, Value)> {
         tokio::time::timeout(wait, self.events.recv())

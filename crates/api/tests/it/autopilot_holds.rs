@@ -425,7 +425,12 @@ async fn the_kill_switch_stops_a_hundred_holds_at_once_in_every_console() {
         "every hold stopped in the pause's transaction"
     );
     let events = sock.take(100).await;
-    assert_eq!(events.len(), 100);
+    assert_eq!(
+        events.len(),
+        100,
+        "the socket's client reported {:?}",
+        sock.reported()
+    );
     assert!(
         events
             .iter()
