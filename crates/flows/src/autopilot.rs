@@ -30,18 +30,7 @@ use switchboard_store::expert_queue::{self, Moved};
 use switchboard_store::{PgPool, StoreError, event_outbox, orgs};
 use uuid::Uuid;
 
-/// A draft the org's autopilot admitted, as the draft statement needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Hold {
-    /// Seconds until it sends itself.
-    pub hold_secs: i32,
-    /// The rule that admitted it.
-    pub rule: String,
-    /// The org's policy as stored when judged; the hold starts only if it still is.
-    pub policy: Value,
-    /// The item's version when judged (none: no item yet); the hold starts only at it.
-    pub seen_version: Option<i32>,
-}
+pub use switchboard_store::drafts::Hold;
 
 /// What the inbound job knows of a draft that just came back from the agent.
 #[derive(Debug)]

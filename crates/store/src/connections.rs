@@ -6,12 +6,12 @@ pub use secrets::{Expiries, PreviousSecret, Secrets};
 
 use crate::StoreError;
 use crate::crypto::SecretCipher;
-use crate::model::ChannelKind;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
+use switchboard_domain::ChannelKind;
 use uuid::Uuid;
 
 /// A connection without its secrets: the only shape the API ever returns.

@@ -137,3 +137,18 @@ pub async fn live_item(pool: &PgPool, conversation_id: Uuid) -> Result<Option<Uu
     .fetch_optional(pool)
     .await?)
 }
+
+/// `context` (an `agent_context` column) with `$entry` appended to its `history_summary`,
+/// keeping the last `$keep` entries; `{entry}` and `{keep}` name the parameters. Used only
+/// where the conversation row is being written, so concurrent jobs serialise on its row
+/// lock and no entry is lost.
+pub(crate) fn history_append(context: &str, entry: &str, keep: &str) -> String {
+    format!(
+        "jsonb_set({context}, '{{history_summary}}',
+           (SELECT COALESCE(jsonb_agg(e ORDER BY i), '[]'::jsonb) FROM (
+              SELECT e, i FROM jsonb_array_elements(
+                COALESCE({context} -> 'history_summary', '[]'::jsonb) || jsonb_build_array({entry}::jsonb)
+              ) WITH ORDINALITY AS t(e, i)
+              ORDER BY i DESC LIMIT {keep}) last_entries))"
+    )
+}

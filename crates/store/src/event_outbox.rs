@@ -74,3 +74,46 @@ pub const QUEUE_ITEM_PAYLOAD_SQL: &str = "jsonb_build_object('id', q.id, 'conver
     q.conversation_id, 'status', q.status, 'version', q.version, 'claimed_by', q.claimed_by, \
     'flagged_for_review', q.flagged_for_review, 'send_at', q.send_at, 'autopilot_rule', \
     q.autopilot_rule)";
+
+/// One outbox row taken by the relay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Taken {
+    /// Its place in the outbox (commit order within a pod's writes).
+    pub id: i64,
+    /// Its org.
+    pub org_id: Uuid,
+    /// The event name.
+    pub event: String,
+    /// Its payload.
+    pub payload: Value,
+}
+
+/// Deletes and returns up to `batch` of the oldest rows, in `id` order, only while
+/// `holder` still holds the relay lease: a relay that stalled past its lease moves nothing,
+/// so two relays never number at once.
+pub async fn take_under_lease(
+    tx: &mut sqlx::PgConnection,
+    batch: i64,
+    holder: Uuid,
+) -> Result<Vec<Taken>, sqlx::Error> {
+    let mut rows: Vec<(i64, Uuid, String, Value)> = sqlx::query_as(
+        "DELETE FROM event_outbox WHERE id IN (
+           SELECT id FROM event_outbox ORDER BY id LIMIT $1)
+         AND EXISTS (SELECT 1 FROM relay_lease WHERE holder = $2 AND locked_until > now())
+         RETURNING id, org_id, event, payload",
+    )
+    .bind(batch)
+    .bind(holder)
+    .fetch_all(tx)
+    .await?;
+    rows.sort_by_key(|r| r.0);
+    Ok(rows
+        .into_iter()
+        .map(|(id, org_id, event, payload)| Taken {
+            id,
+            org_id,
+            event,
+            payload,
+        })
+        .collect())
+}

@@ -1,11 +1,11 @@
 //! The durable inbox (`inbound_events`): what a webhook 2xx promises is stored here.
 
 use crate::StoreError;
-use crate::model::ChannelKind;
 use serde_json::Value;
 use sqlx::PgPool;
 use std::borrow::Cow;
 use std::time::Duration;
+use switchboard_domain::ChannelKind;
 use switchboard_domain::backoff::Backoff;
 use uuid::Uuid;
 
@@ -315,4 +315,19 @@ pub async fn stale_unprocessed(
     .bind(limit)
     .fetch_all(pool)
     .await?)
+}
+
+/// Marks the inbox event `event_id` processed.
+pub async fn mark_processed<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    event_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE inbound_events SET processed_at = now(), attempts = attempts + 1, locked_until = NULL
+         WHERE id = $1 AND processed_at IS NULL",
+    )
+    .bind(event_id)
+    .execute(db)
+    .await?;
+    Ok(())
 }

@@ -2,11 +2,11 @@
 //! parked ones for `/metrics`, and prune processed events past their retention.
 
 use crate::StoreError;
-use crate::model::ChannelKind;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgPool, Postgres, QueryBuilder};
 use std::time::Duration;
+use switchboard_domain::ChannelKind;
 use uuid::Uuid;
 
 pub use switchboard_domain::InboundStatus as EventStatus;

@@ -6,7 +6,6 @@
 //! clicked twice, or on two pods at once, makes one member.
 
 use crate::StoreError;
-use crate::model::Role;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
@@ -15,6 +14,7 @@ use rand::rngs::OsRng;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgExecutor;
+use switchboard_domain::Role;
 use uuid::Uuid;
 
 /// A new one-time token: the text for the link, and the hash to store.

@@ -16,6 +16,7 @@ pub mod customer_erasures;
 pub mod customers;
 pub mod dead_letters;
 pub mod delivery;
+pub mod drafts;
 mod error;
 pub mod event_outbox;
 pub mod events;
@@ -25,12 +26,14 @@ pub mod idempotency;
 pub mod inbox;
 pub mod inbox_admin;
 pub mod invitations;
-pub mod model;
+pub mod messages;
+pub mod org_event_seq;
 pub mod org_members;
 pub mod orgs;
 pub mod outbox;
 pub mod password_resets;
 pub mod rekey;
+pub mod relay_lease;
 pub mod report_metrics;
 pub mod reports;
 pub mod retention;
@@ -180,3 +183,6 @@ pub async fn ping(pool: &PgPool) -> Result<(), StoreError> {
     sqlx::query("SELECT 1").execute(pool).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod layout;

@@ -7,10 +7,10 @@
 //! such changes to one org run one after another, and each sees the other's result.
 
 use crate::StoreError;
-use crate::model::Role;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor};
+use switchboard_domain::Role;
 use uuid::Uuid;
 
 /// One member of an org, as the Members page lists them.

@@ -28,6 +28,16 @@ pub async fn create(pool: &PgPool, name: &str) -> Result<Org, StoreError> {
         .map_err(StoreError::from)
 }
 
+/// Creates the org `id` named `name` unless it exists (a fixed id: the demo seed).
+pub async fn ensure(pool: &PgPool, id: Uuid, name: &str) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO orgs (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
+        .bind(id)
+        .bind(name)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// Fetches an org by id.
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<Org>, StoreError> {
     Ok(

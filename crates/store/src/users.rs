@@ -3,7 +3,6 @@
 //! tokens (one logout), both in Postgres so a revocation holds whatever Redis is doing.
 
 use crate::StoreError;
-use crate::model::Role;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use chrono::{DateTime, Utc};
@@ -11,6 +10,7 @@ use rand::rngs::OsRng;
 use serde::Serialize;
 use sqlx::{PgExecutor, PgPool};
 use std::collections::HashMap;
+use switchboard_domain::Role;
 use uuid::Uuid;
 
 /// A user as the application sees it (no hash).

@@ -9,86 +9,20 @@
 //! faster (111 s against 152 s) but let each turn carry dozens of events, and the webhooks'
 //! p99 went from 122 ms to 3.5 s.
 
-use super::{JobError, sql};
+use super::JobError;
 use futures::future::BoxFuture;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_domain::jobs::InboxMessage;
-use switchboard_domain::{Author, ChannelKind};
 use switchboard_jobs::coalesce::{Coalescer, Stopped};
+use switchboard_store::drafts::{self, DraftRow};
 use switchboard_store::inbox::{self, InboundEvent};
+use switchboard_store::messages::{self, MessageRow, StoredMessage};
 use switchboard_store::{PgPool, StoreError};
 use uuid::Uuid;
 
 /// Most events one batched statement carries: the pod's jobs run at most
 /// `WORKER_CONCURRENCY` at once, so this is reached only with a larger setting.
 pub const MAX_BATCH: usize = 64;
-
-/// A customer message to store, with what its statement writes besides.
-#[derive(Debug, Clone)]
-pub struct MessageRow {
-    /// Owning org.
-    pub org_id: Uuid,
-    /// The channel it arrived on.
-    pub channel: ChannelKind,
-    /// The connection it arrived on, which the reply will leave through.
-    pub connection_id: Uuid,
-    /// The message as the webhook normalised it.
-    pub message: InboxMessage,
-    /// The id the message gets if it is new.
-    pub message_id: Uuid,
-    /// Its entry in the conversation's history.
-    pub entry: Value,
-}
-
-/// What storing a customer message found and did.
-#[derive(Debug, sqlx::FromRow)]
-pub struct StoredMessage {
-    /// The customer's open conversation.
-    pub conversation_id: Uuid,
-    /// The new message, or the one an earlier run stored.
-    pub message_id: Uuid,
-    /// Whether the message is new.
-    pub inserted: bool,
-    /// The earlier message's draft, if it has one: its fallback flag.
-    pub drafted: Option<bool>,
-    /// The conversation's latest messages before this one, oldest first.
-    pub authors: Vec<Author>,
-    /// Their texts.
-    pub bodies: Vec<String>,
-    /// The org's autopilot is on: the draft is worth judging.
-    pub autopilot: bool,
-    /// The message stopped the item's hold.
-    pub hold_stopped: bool,
-}
-
-/// A draft ready to store, with what its statement writes besides.
-#[derive(Debug, Clone)]
-pub struct DraftRow {
-    /// The inbox event it completes.
-    pub event_id: Uuid,
-    /// The new draft's id.
-    pub draft_id: Uuid,
-    /// Owning org.
-    pub org_id: Uuid,
-    /// The conversation whose history and queue item it updates.
-    pub conversation_id: Uuid,
-    /// The customer message it answers.
-    pub message_id: Uuid,
-    /// Reply text.
-    pub body: String,
-    /// The agent's confidence.
-    pub confidence: Option<f32>,
-    /// What the agent call cost.
-    pub cost: Option<f64>,
-    /// Whether this is the fallback text.
-    pub fallback: bool,
-    /// Its entry in the conversation's history.
-    pub entry: Value,
-    /// The autopilot's admission of the draft, if it was admitted.
-    pub hold: Option<crate::autopilot::Hold>,
-}
 
 /// The pod's batched inbound statements; cheap to clone.
 #[derive(Clone, Debug)]
@@ -130,7 +64,7 @@ impl Batches {
     }
 
     /// Stores the customer message with its customer, conversation, history, reopened item
-    /// and events (see [`sql::STORE_MESSAGES`]).
+    /// and events (see `switchboard_store::messages::store_batch`).
     pub async fn store_message(&self, row: MessageRow) -> Result<StoredMessage, JobError> {
         self.messages.call(row).await?
     }
@@ -174,27 +108,10 @@ async fn store_messages(db: PgPool, rows: Vec<MessageRow>) -> Vec<Result<StoredM
     each_on_failure(&rows, |rows| {
         let db = db.clone();
         Box::pin(async move {
-            let uuids = |f: fn(&MessageRow) -> Uuid| rows.iter().map(f).collect::<Vec<_>>();
-            let texts = |f: fn(&MessageRow) -> &str| rows.iter().map(f).collect::<Vec<_>>();
-            Ok(sqlx::query_as(sql::STORE_MESSAGES.as_str())
-                .bind(uuids(|r| r.org_id))
-                .bind(texts(|r| r.channel.as_str()))
-                .bind(texts(|r| &r.message.customer_external_id))
-                .bind(
-                    rows.iter()
-                        .map(|r| r.message.customer_name.as_deref())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(uuids(|r| r.connection_id))
-                .bind(texts(|r| &r.message.text))
-                .bind(texts(|r| &r.message.channel_message_id))
-                .bind(rows.iter().map(|r| &r.message.reply_to).collect::<Vec<_>>())
-                .bind(uuids(|r| r.message_id))
-                .bind(rows.iter().map(|r| &r.entry).collect::<Vec<_>>())
-                .bind(super::HISTORY_LEN)
-                .bind(super::RECENT_LEN as i64)
-                .fetch_all(&db)
-                .await?)
+            Ok(
+                messages::store_batch(&db, rows, super::HISTORY_LEN, super::RECENT_LEN as i64)
+                    .await?,
+            )
         })
     })
     .await
@@ -204,34 +121,7 @@ async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<Option<bool
     each_on_failure(&rows, |rows| {
         let db = db.clone();
         Box::pin(async move {
-            let column = |f: fn(&DraftRow) -> Uuid| rows.iter().map(f).collect::<Vec<_>>();
-            let holds = || rows.iter().map(|r| r.hold.as_ref());
-            let stored: Vec<(Uuid, bool)> = sqlx::query_as(sql::STORE_DRAFTS.as_str())
-                .bind(column(|r| r.draft_id))
-                .bind(column(|r| r.org_id))
-                .bind(column(|r| r.conversation_id))
-                .bind(column(|r| r.message_id))
-                .bind(rows.iter().map(|r| r.body.as_str()).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.confidence).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.cost).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.fallback).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| &r.entry).collect::<Vec<_>>())
-                .bind(super::HISTORY_LEN)
-                .bind(column(|r| r.event_id))
-                .bind(holds().map(|h| h.map(|h| h.hold_secs)).collect::<Vec<_>>())
-                .bind(
-                    holds()
-                        .map(|h| h.map(|h| h.rule.as_str()))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(holds().map(|h| h.map(|h| &h.policy)).collect::<Vec<_>>())
-                .bind(
-                    holds()
-                        .map(|h| h.and_then(|h| h.seen_version))
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_all(&db)
-                .await?;
+            let stored = drafts::store_batch(&db, rows, super::HISTORY_LEN).await?;
             Ok(rows
                 .iter()
                 .map(|r| {

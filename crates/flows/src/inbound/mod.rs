@@ -24,11 +24,12 @@
 mod batch;
 mod email_body;
 mod job;
-mod sql;
 
-pub use batch::{Batches, DraftRow, MAX_BATCH, MessageRow, StoredMessage};
+pub use batch::{Batches, MAX_BATCH};
 pub use email_body::EmailBodies;
 pub use job::spawn_workers;
+pub use switchboard_store::drafts::DraftRow;
+pub use switchboard_store::messages::{MessageRow, StoredMessage};
 
 use crate::Deps;
 use serde_json::json;
@@ -160,7 +161,7 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
     *claim = Some(token);
     let payload: InboxPayload = serde_json::from_value(event.payload.clone())?;
     let Some(mut message) = payload.message else {
-        mark_processed(&deps.db, event_id).await?;
+        inbox::mark_processed(&deps.db, event_id).await?;
         return Ok(Outcome::NoMessage);
     };
     if let Some(email_id) = body_to_fetch(&event, &payload.raw, &message) {
@@ -175,7 +176,7 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
     }
 
     // 2. Customer, conversation, message, history, a reopened item and their events: one
-    // statement (`sql::STORE_MESSAGES`, batched with other jobs' messages), committed without waiting for the disk. If Postgres
+    // statement (`messages::store_batch`, batched with other jobs' messages), committed without waiting for the disk. If Postgres
     // crashes before flushing it, the event is unprocessed and runs anew; whatever depends
     // on it is durable only after it: the draft statement commits synchronously later,
     // which flushes the log up to and including this commit.
@@ -214,7 +215,7 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
         history.drain(..excess);
     } else if let Some(fallback) = drafted {
         // An earlier run stored the message and its draft.
-        mark_processed(&deps.db, event_id).await?;
+        inbox::mark_processed(&deps.db, event_id).await?;
         return Ok(Outcome::Drafted { fallback });
     }
     let stored_at = started.elapsed();
@@ -424,17 +425,6 @@ fn prompt_lines(history: Vec<(Author, String)>, max_bytes: usize) -> Vec<ChatLin
     }
     lines.reverse();
     lines
-}
-
-async fn mark_processed<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    event_id: Uuid,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(sql::MARK_PROCESSED)
-        .bind(event_id)
-        .execute(db)
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

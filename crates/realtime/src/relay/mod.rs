@@ -48,7 +48,8 @@ use sqlx::Acquire;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use switchboard_store::PgPool;
+use switchboard_store::org_event_seq::{self, Numbered};
+use switchboard_store::{PgPool, event_outbox, relay_lease};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -115,59 +116,14 @@ struct Published {
     failed: bool,
 }
 
-/// One numbered event on its way to the sockets.
-#[derive(Debug)]
-struct Numbered {
-    org_id: Uuid,
-    seq: i64,
-    event: String,
-    payload: Value,
-}
-
-/// Numbered events not yet published (`published_seq < seq`), oldest first per org: per org
-/// at most [`PER_ORG`] after the greater of `published_seq` and the org's cursor, for at most
-/// [`ORGS`] orgs, those after `after` first (so the local fallback goes round them all
-/// when more wait). One org's backlog never fills the read: a single `LIMIT` over every org
-/// served the first orgs' events and starved the rest. An org whose numbers past its
-/// cursor are gone from the log (retention) takes no place in it.
+/// The log's unpublished events for `cursors`, at most [`PER_ORG`] per org for at most
+/// [`ORGS`] orgs, those after `after` first (see `org_event_seq::unpublished`).
 async fn unpublished<'e>(
     db: impl sqlx::PgExecutor<'e>,
     cursors: &Cursors,
     after: Uuid,
 ) -> Result<Vec<Numbered>, sqlx::Error> {
-    let rows: Vec<(Uuid, i64, String, Value)> = sqlx::query_as(
-        "WITH o AS (
-           SELECT s.org_id, GREATEST(s.published_seq, d.seq) AS done
-           FROM org_event_seq s
-           LEFT JOIN UNNEST($1::uuid[], $2::bigint[]) AS d(org_id, seq) ON d.org_id = s.org_id
-           WHERE s.published_seq < s.seq AND s.seq > COALESCE(d.seq, 0)
-             AND EXISTS (SELECT 1 FROM events e
-                         WHERE e.org_id = s.org_id AND e.seq > GREATEST(s.published_seq, d.seq))
-           ORDER BY s.org_id <= $3, s.org_id
-           LIMIT $4)
-         SELECT o.org_id, e.seq, e.event, e.payload
-         FROM o CROSS JOIN LATERAL (
-           SELECT seq, event, payload FROM events
-           WHERE events.org_id = o.org_id AND events.seq > o.done
-           ORDER BY seq LIMIT $5) e
-         ORDER BY o.org_id, e.seq",
-    )
-    .bind(&cursors.orgs)
-    .bind(&cursors.seqs)
-    .bind(after)
-    .bind(ORGS)
-    .bind(PER_ORG)
-    .fetch_all(db)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(org_id, seq, event, payload)| Numbered {
-            org_id,
-            seq,
-            event,
-            payload,
-        })
-        .collect())
+    org_event_seq::unpublished(db, cursors.view(), after, ORGS, PER_ORG).await
 }
 
 /// Whether a read of [`unpublished`] was full (an org got its whole share, or the read its
@@ -212,6 +168,15 @@ fn unbroken(mut events: Vec<Numbered>) -> Vec<Numbered> {
 struct Cursors {
     orgs: Vec<Uuid>,
     seqs: Vec<i64>,
+}
+
+impl Cursors {
+    fn view(&self) -> org_event_seq::Cursors<'_> {
+        org_event_seq::Cursors {
+            orgs: &self.orgs,
+            seqs: &self.seqs,
+        }
+    }
 }
 
 /// What this pod delivered to its own sockets from the log while it serves them itself.
@@ -463,44 +428,18 @@ impl Relay {
         cursors: &Cursors,
     ) -> Result<Outcome, sqlx::Error> {
         let mut conn = self.db.acquire().await?;
-        // It also says whether numbered events wait unpublished (a relay died or its publish
-        // failed), so the usual cycle skips looking for them, and, while this pod serves its
-        // own sockets from the log, whether any is past this pod's cursors.
-        // The outbox is looked at through its primary key, not with `EXISTS`: every row it
-        // ever held is deleted by the relay, and until vacuum a sequential scan reads all of
-        // them (1 180 pages, 4.5 ms, after a drain), while the index scan marks the dead
-        // entries it meets and skips them from then on (17 pages).
-        // A concurrent claim by another pod makes this UPDATE wait for it and then look at
-        // the row again, so one of them gets it.
-        // The claim and the release below commit without waiting for their WAL flush: each
-        // busy cycle makes both, on every pod, and a flush each made the lease the hot spot
-        // of every release's commit. One lost to a crash only leaves the lease to run out
-        // (5 s) or frees it early, and the numbering statement checks the lease itself.
-        let (leftovers, claimed, news): (bool, Option<bool>, bool) = sqlx::query_as(concat!(
-            switchboard_store::async_commit!(),
-            ", w AS (
-               SELECT EXISTS (SELECT 1 FROM org_event_seq WHERE published_seq < seq) AS l,
-                      (SELECT id FROM event_outbox ORDER BY id LIMIT 1) IS NOT NULL AS o),
-             c AS (
-               UPDATE relay_lease
-               SET holder = $1, locked_until = now() + make_interval(secs => $2)
-               WHERE (SELECT (l AND $3) OR o FROM w) AND (locked_until < now() OR holder = $1)
-               RETURNING 1)
-             SELECT l, CASE WHEN (l AND $3) OR o THEN EXISTS (SELECT 1 FROM c) END,
-                    $4 AND l AND EXISTS (
-                      SELECT 1 FROM org_event_seq s
-                      LEFT JOIN UNNEST($5::uuid[], $6::bigint[]) AS d(org_id, seq)
-                        ON d.org_id = s.org_id
-                      WHERE s.published_seq < s.seq AND s.seq > COALESCE(d.seq, 0))
-             FROM w, async_commit"
-        ))
-        .bind(self.holder)
-        .bind(LEASE.as_secs_f64())
-        .bind(publishing)
-        .bind(serving)
-        .bind(&cursors.orgs)
-        .bind(&cursors.seqs)
-        .fetch_one(&mut *conn)
+        let relay_lease::Claim {
+            leftovers,
+            claimed,
+            news,
+        } = relay_lease::claim(
+            &mut conn,
+            self.holder,
+            LEASE,
+            publishing,
+            serving,
+            cursors.view(),
+        )
         .await?;
         let cycle = match claimed {
             None => Cycle::Idle,
@@ -514,16 +453,7 @@ impl Relay {
             });
         }
         let renew = || async {
-            let renewed = sqlx::query(concat!(
-                switchboard_store::async_commit!(),
-                "UPDATE relay_lease SET locked_until = now() + make_interval(secs => $2)
-                 FROM async_commit WHERE holder = $1 AND locked_until > now()"
-            ))
-            .bind(self.holder)
-            .bind(LEASE.as_secs_f64())
-            .execute(&self.db)
-            .await;
-            if let Err(error) = renewed {
+            if let Err(error) = relay_lease::renew(&self.db, self.holder, LEASE).await {
                 tracing::warn!(%error, "realtime relay could not renew its lease");
             }
         };
@@ -531,14 +461,7 @@ impl Relay {
         let result = switchboard_domain::lease::hold(LEASE, renew, work).await;
         // Let go at once, so the next commit on any pod is relayed without waiting for the
         // lease to run out. When this fails the lease runs out by itself.
-        let released = sqlx::query(concat!(
-            switchboard_store::async_commit!(),
-            "UPDATE relay_lease SET locked_until = '-infinity'
-                 FROM async_commit WHERE holder = $1"
-        ))
-        .bind(self.holder)
-        .execute(&mut *conn)
-        .await;
+        let released = relay_lease::release(&mut conn, self.holder).await;
         if let Err(error) = released {
             tracing::debug!(%error, "realtime relay lease left to run out");
         }
@@ -561,30 +484,18 @@ impl Relay {
         };
         let left = out.len();
         let mut tx = conn.begin().await?;
-        // Only while the lease is still this relay's: a relay that stalled past its lease
-        // moves nothing, so two relays never number at once.
-        let mut rows: Vec<(i64, Uuid, String, Value)> = sqlx::query_as(
-            "DELETE FROM event_outbox WHERE id IN (
-               SELECT id FROM event_outbox ORDER BY id LIMIT $1)
-             AND EXISTS (SELECT 1 FROM relay_lease WHERE holder = $2 AND locked_until > now())
-             RETURNING id, org_id, event, payload",
-        )
-        .bind(BATCH)
-        .bind(self.holder)
-        .fetch_all(&mut *tx)
-        .await?;
-        rows.sort_by_key(|r| r.0);
+        let rows = event_outbox::take_under_lease(&mut tx, BATCH, self.holder).await?;
         let mut orgs: Vec<Uuid> = Vec::new();
-        for (_, org, _, _) in &rows {
-            if !orgs.contains(org) {
-                orgs.push(*org);
+        for row in &rows {
+            if !orgs.contains(&row.org_id) {
+                orgs.push(row.org_id);
             }
         }
         for org_id in orgs {
             let group: Vec<(&str, &Value)> = rows
                 .iter()
-                .filter(|r| r.1 == org_id)
-                .map(|r| (r.2.as_str(), &r.3))
+                .filter(|r| r.org_id == org_id)
+                .map(|r| (r.event.as_str(), &r.payload))
                 .collect();
             let appended = events::append_in(&mut tx, org_id, &group).await?;
             // A paused relay numbers without publishing: the local fallback reads the log.
@@ -609,16 +520,7 @@ impl Relay {
             // Numbers past the mark that the log no longer holds (retention deleted them
             // while nobody could publish): nobody ever can, so the mark moves on rather
             // than bring the relay here at every poll.
-            settled = sqlx::query(
-                "UPDATE org_event_seq s SET published_seq = seq
-                 WHERE published_seq < seq
-                   AND NOT EXISTS (
-                     SELECT 1 FROM events e WHERE e.org_id = s.org_id AND e.seq > s.published_seq)",
-            )
-            .execute(&mut *conn)
-            .await?
-            .rows_affected()
-                > 0;
+            settled = org_event_seq::settle_gone(&mut *conn).await?;
         }
         let published = if publishing {
             self.publish(conn, out).await?
@@ -646,7 +548,7 @@ impl Relay {
     ) -> Result<Published, sqlx::Error> {
         let mut result = Published::default();
         // Per org: the first and the last number published in this cycle, unbroken.
-        let mut runs: Vec<(Uuid, i64, i64)> = Vec::new();
+        let mut runs: Vec<org_event_seq::Run> = Vec::new();
         for e in unbroken(events) {
             let data = events::wire_payload(e.org_id, e.seq, &e.payload);
             if let Err(error) = self.publisher.broadcast(e.org_id, &e.event, &data).await {
@@ -655,42 +557,19 @@ impl Relay {
                 break;
             }
             match runs.last_mut() {
-                Some(run) if run.0 == e.org_id => run.2 = e.seq,
-                _ => runs.push((e.org_id, e.seq, e.seq)),
+                Some(run) if run.org_id == e.org_id => run.last = e.seq,
+                _ => runs.push(org_event_seq::Run {
+                    org_id: e.org_id,
+                    first: e.seq,
+                    last: e.seq,
+                }),
             }
         }
-        result.count = runs.iter().map(|r| (r.2 - r.1 + 1) as usize).sum();
+        result.count = runs.iter().map(|r| (r.last - r.first + 1) as usize).sum();
         if runs.is_empty() {
             return Ok(result);
         }
-        let orgs: Vec<Uuid> = runs.iter().map(|r| r.0).collect();
-        let firsts: Vec<i64> = runs.iter().map(|r| r.1).collect();
-        let lasts: Vec<i64> = runs.iter().map(|r| r.2).collect();
-        // The mark moves only over a gap-free prefix: when the log holds numbers between the
-        // mark and this run's first that were not published (a batch numbered behind
-        // left-overs this cycle did not read), it stays, and the next cycle publishes from
-        // the mark on, repeating these rather than skipping those. Numbers the log no longer
-        // holds (retention) cannot be published by anyone and do not hold it back.
-        // Committed without waiting for the WAL flush: the mark lost to a crash only makes
-        // the next relay publish those events again, which the `seq` lets clients drop.
-        let moved = sqlx::query(concat!(
-            switchboard_store::async_commit!(),
-            "
-             UPDATE org_event_seq s SET published_seq = t.last
-             FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[]) AS t(org_id, first, last),
-                  async_commit
-             WHERE s.org_id = t.org_id AND s.published_seq < t.last
-               AND NOT EXISTS (
-                 SELECT 1 FROM events e
-                 WHERE e.org_id = t.org_id AND e.seq > s.published_seq AND e.seq < t.first)"
-        ))
-        .bind(&orgs)
-        .bind(&firsts)
-        .bind(&lasts)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-        result.moved = moved > 0;
+        result.moved = org_event_seq::mark_published(conn, &runs).await?;
         Ok(result)
     }
 }

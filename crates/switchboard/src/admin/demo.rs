@@ -20,7 +20,7 @@ use switchboard_config::Config;
 use switchboard_domain::{ChannelKind, Role};
 use switchboard_store::connections::{self, NewConnection};
 use switchboard_store::crypto::SecretCipher;
-use switchboard_store::{StoreError, users};
+use switchboard_store::{StoreError, orgs, users};
 use uuid::Uuid;
 
 const ORG_NAME: &str = "Demo Org";
@@ -38,10 +38,7 @@ pub async fn seed(config: &Config, pool: &PgPool) -> anyhow::Result<Value> {
         SecretCipher::with_keys(&config.master_keys()).unwrap_or_else(|| SecretCipher::new(&key));
 
     let org_id = uuid::Builder::from_random_bytes(derive.array("org")).into_uuid();
-    sqlx::query("INSERT INTO orgs (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING")
-        .bind(org_id)
-        .bind(ORG_NAME)
-        .execute(pool)
+    orgs::ensure(pool, org_id, ORG_NAME)
         .await
         .context("creating the demo org")?;
 
@@ -92,20 +89,15 @@ async fn ensure_member(
     let hash = hash(password).await?;
     let (user, created) = users::create(pool, email, &hash).await?;
     if !created {
-        let current: String = sqlx::query_scalar("SELECT password_hash FROM users WHERE id = $1")
-            .bind(user.id)
-            .fetch_one(pool)
-            .await?;
+        let (current, _) = users::password_of(pool, user.id)
+            .await?
+            .context("the demo user vanished while being seeded")?;
         let candidate = password.to_owned();
         let matches =
             tokio::task::spawn_blocking(move || users::verify_password(&candidate, &current))
                 .await?;
         if !matches {
-            sqlx::query("UPDATE users SET password_hash = $2 WHERE id = $1")
-                .bind(user.id)
-                .bind(&hash)
-                .execute(pool)
-                .await?;
+            users::set_password(pool, user.id, &hash, None).await?;
         }
     }
     users::add_member(pool, org_id, user.id, role).await?;

@@ -1,8 +1,8 @@
 use crate::run;
 use serde_json::{Value, json};
+use switchboard_domain::ChannelKind;
 use switchboard_store::connections::{self, NewConnection};
 use switchboard_store::crypto::{KeyId, SecretCipher};
-use switchboard_store::model::ChannelKind;
 use switchboard_testing::{MASTER_KEY, TestDb, pod_env, random_prefix, redis_url};
 
 /// 32 bytes of 42.
