@@ -1,5 +1,5 @@
-//! The pod's scheduler with every periodic job of `switchboard_jobs::periodic` (AA2: once per
-//! slot across all pods).
+//! The pod's scheduler with every periodic job, the product's (`switchboard_flows::periodic`)
+//! and the machinery's (`switchboard_jobs::periodic`) (AA2: once per slot across all pods).
 //! Schedules come from the configuration (`SCHEDULE_{JOB}`); a schedule that does not
 //! parse refuses the start, naming the variable.
 
@@ -7,8 +7,10 @@ use crate::state::AppState;
 use std::sync::Arc;
 use switchboard_config::{Config, SCHEDULED_JOBS};
 use switchboard_domain::ReportKind;
+use switchboard_flows::periodic::backlog::BacklogAlert;
+use switchboard_flows::periodic::reports::ReportJob;
+use switchboard_flows::periodic::snooze::SnoozeResurface;
 use switchboard_jobs::periodic::agent_health::AgentHealthProbe;
-use switchboard_jobs::periodic::backlog::BacklogAlert;
 use switchboard_jobs::periodic::events_retention::EventsRetention;
 use switchboard_jobs::periodic::housekeeping::{QueueUpkeep, SchedulerPrune};
 use switchboard_jobs::periodic::idempotency_expiry::IdempotencyExpiry;
@@ -16,8 +18,6 @@ use switchboard_jobs::periodic::inbox_retention::InboxRetention;
 use switchboard_jobs::periodic::inbox_sweeper::{InboxSweeper, SweepConfig};
 use switchboard_jobs::periodic::outbox_sweeper::{OutboxSweepConfig, OutboxSweeper};
 use switchboard_jobs::periodic::queue_alert::QueueAlert;
-use switchboard_jobs::periodic::reports::ReportJob;
-use switchboard_jobs::periodic::snooze::SnoozeResurface;
 use switchboard_jobs::scheduler::schedule::Schedule;
 use switchboard_jobs::scheduler::{Entry, Job, Scheduler, Settings};
 
@@ -63,7 +63,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
         }),
         Arc::new(flows.dead_letters()),
         Arc::new(state.erasure()),
-        Arc::new(switchboard_jobs::periodic::retention::OrgRetention {
+        Arc::new(switchboard_flows::periodic::retention::OrgRetention {
             db: db.clone(),
             alerts: alerts.clone(),
         }),

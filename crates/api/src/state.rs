@@ -25,8 +25,8 @@ impl AppState {
     }
 
     /// What runs customer erasures: the request handler and the `customer-erasure` job.
-    pub fn erasure(&self) -> switchboard_jobs::periodic::customer_erasure::CustomerErasure {
-        switchboard_jobs::periodic::customer_erasure::CustomerErasure {
+    pub fn erasure(&self) -> switchboard_flows::periodic::customer_erasure::CustomerErasure {
+        switchboard_flows::periodic::customer_erasure::CustomerErasure {
             db: self.db.clone(),
             redis: self.redis.clone(),
             emitter: self.flows.emitter.clone(),

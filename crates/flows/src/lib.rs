@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod expert;
 pub mod inbound;
 pub mod intake;
+pub mod periodic;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
@@ -52,8 +53,8 @@ pub struct Deps {
 
 impl Deps {
     /// What the dead-letter job and an admin's retry need to hand a row back.
-    pub fn dead_letters(&self) -> switchboard_jobs::periodic::dead_letters::DeadLetters {
-        switchboard_jobs::periodic::dead_letters::DeadLetters {
+    pub fn dead_letters(&self) -> crate::periodic::dead_letters::DeadLetters {
+        crate::periodic::dead_letters::DeadLetters {
             db: self.db.clone(),
             outbound: self.outbound.clone(),
             emitter: self.emitter.clone(),

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use switchboard_domain::{ChannelKind, DeadLetterStatus, Role};
-use switchboard_jobs::periodic::dead_letters::{after_retry, retry_now};
+use switchboard_flows::periodic::dead_letters::{after_retry, retry_now};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::dead_letters::{self, DeadLetter, Filter};

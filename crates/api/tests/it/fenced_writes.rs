@@ -256,7 +256,7 @@ async fn an_undecryptable_secret_is_one_dead_letter_and_one_alert_without_a_retr
         !stale.contains(&outbox),
         "the sweeper leaves a dead row alone"
     );
-    let pass = switchboard_jobs::periodic::dead_letters::retry_due(&deps.dead_letters())
+    let pass = switchboard_flows::periodic::dead_letters::retry_due(&deps.dead_letters())
         .await
         .unwrap();
     assert_eq!((pass.retried, pass.alerted), (0, 0));

@@ -22,16 +22,16 @@ async fn get_as(pod: &TestPod, path: &str, client_ip: &str) -> reqwest::Response
 }
 
 #[tokio::test]
-async fn a_limit_of_100_a_minute_holds_across_two_pods() {
+async fn a_limit_of_100_per_ten_minutes_holds_across_two_pods() {
     let app = TestApp::builder()
         .pods(2)
-        .env("RATE_LIMIT_DEFAULT", "100/min")
+        .env("RATE_LIMIT_DEFAULT", "100/10min")
         .env("TRUSTED_PROXIES", "127.0.0.1")
         .build()
         .await;
     let (a, b) = (app.pod(0), app.pod(1));
-    // GCRA lets one more request in every 600 ms; a run slower than that (a loaded machine)
-    // is tried again from a fresh client address.
+    // GCRA lets one more request in every 6 s; a run slower than that (a very loaded
+    // machine) is tried again from a fresh client address.
     for attempt in 0..3 {
         let ip = format!("203.0.113.{}", 10 + attempt);
         let started = Instant::now();
@@ -45,7 +45,7 @@ async fn a_limit_of_100_a_minute_holds_across_two_pods() {
             .collect()
             .await;
         let r = get_as(b, "/auth/me", &ip).await;
-        if started.elapsed() > Duration::from_millis(550) {
+        if started.elapsed() > Duration::from_millis(5500) {
             continue;
         }
         assert!(
@@ -65,7 +65,7 @@ async fn a_limit_of_100_a_minute_holds_across_two_pods() {
         assert_eq!(get_as(a, "/health", &ip).await.status(), 200);
         return;
     }
-    panic!("three runs of 101 requests each took longer than 550 ms");
+    panic!("three runs of 101 requests each took longer than 5.5 s");
 }
 
 fn counter(metrics: &str, needle: &str) -> f64 {

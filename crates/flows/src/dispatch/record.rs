@@ -11,7 +11,6 @@ use crate::Deps;
 use std::time::Duration;
 use switchboard_domain::events::MessageStatusUpdated;
 use switchboard_domain::{DeliveryStatus, Event};
-use switchboard_jobs::alerts;
 use switchboard_jobs::periodic::queue_alert;
 use switchboard_store::delivery::{self, Claimed, Failure};
 use switchboard_store::event_outbox;
@@ -181,7 +180,12 @@ pub(super) async fn failed(
         .increment(1);
     tracing::warn!(outbox_id = %row.id, channel = %row.channel, attempts, dead, error = failure.error, "outbound delivery failed; dead-lettered");
     if dead {
-        alerts::raise_reply_dead(&deps.alerts, Some(failed.failure_id)).await;
+        crate::periodic::dead_letters::raise_reply_dead(
+            &deps.db,
+            &deps.alerts,
+            Some(failed.failure_id),
+        )
+        .await;
     }
     Ok(Outcome::Failed { dead })
 }

@@ -1,10 +1,9 @@
-//! Every periodic job the scheduler runs, one module each (the schedule of each is
-//! `SCHEDULE_{JOB}`; the pod lists them in `api::scheduled`).
+//! The machinery's periodic jobs, one module each: sweepers that re-drive what a dead pod
+//! left, expiries, upkeep and the health probes (the schedule of each is `SCHEDULE_{JOB}`;
+//! the pod lists them, with the product's jobs from `switchboard_flows::periodic`, in
+//! `api::scheduled`).
 
 pub mod agent_health;
-pub mod backlog;
-pub mod customer_erasure;
-pub mod dead_letters;
 pub mod events_retention;
 pub mod housekeeping;
 pub mod idempotency_expiry;
@@ -12,6 +11,3 @@ pub mod inbox_retention;
 pub mod inbox_sweeper;
 pub mod outbox_sweeper;
 pub mod queue_alert;
-pub mod reports;
-pub mod retention;
-pub mod snooze;

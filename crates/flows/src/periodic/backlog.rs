@@ -2,11 +2,11 @@
 //! incident per org with the count and the oldest item; an org with none overdue any more
 //! has its incident resolved.
 
-use crate::alerts::{Alert, AlertKind, Alerts};
-use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use switchboard_domain::JobName;
+use switchboard_jobs::alerts::{Alert, AlertKind, Alerts};
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::{PgPool, expert_queue};
 
 /// The scheduled job.

@@ -4,12 +4,12 @@
 //! after the commit. Once per slot across pods, and the `UPDATE` only takes items still
 //! snoozed, so an item comes back (and is announced) exactly once.
 
-use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use switchboard_domain::{Emitter, Event, JobName};
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::{PgPool, event_outbox, expert_queue};
 use uuid::Uuid;
 

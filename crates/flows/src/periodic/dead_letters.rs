@@ -6,9 +6,6 @@
 //!
 //! Also the admin's retry (`POST /dead-letters/{id}/retry`), which hands a row back at once.
 
-use crate::alerts::{AlertKind, Alerts, raise_reply_dead};
-use crate::queue::OutboundQueue;
-use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -17,6 +14,9 @@ use std::sync::Arc;
 use switchboard_domain::events::MessageStatusUpdated;
 use switchboard_domain::{DeliveryStatus, Event};
 use switchboard_domain::{Emitter, JobName};
+use switchboard_jobs::alerts::{Alert, AlertKind, Alerts};
+use switchboard_jobs::queue::OutboundQueue;
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::PgPool;
 use switchboard_store::dead_letters::{self, Requeued};
 use switchboard_store::{StoreError, event_outbox};
@@ -90,7 +90,7 @@ pub async fn retry_due(deps: &DeadLetters) -> Result<Report, StoreError> {
     }
     Ok(Report {
         retried: requeued.len(),
-        alerted: raise_reply_dead(&deps.alerts, None).await,
+        alerted: raise_reply_dead(&deps.db, &deps.alerts, None).await,
     })
 }
 
@@ -127,4 +127,56 @@ pub async fn after_retry(deps: &DeadLetters, requeued: &Requeued) {
         .resolve(AlertKind::ReplyDead, &requeued.failure_id.to_string())
         .await;
     deps.emitter.wake();
+}
+
+/// Raises the alert of dead rows nobody alerted yet (`only` one, or any): claiming a row's
+/// alert is one atomic statement, so each dead row alerts exactly once across all pods.
+/// The provider's refusal (customer data: it may name the recipient) stays in the log
+/// line's `error` field, which the Sentry scrubbing removes by name; sinks get the figures.
+pub async fn raise_reply_dead(db: &PgPool, alerts: &Alerts, only: Option<Uuid>) -> usize {
+    let dead = match dead_letters::claim_alerts(db, only, 100).await {
+        Ok(dead) => dead,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not claim dead-letter alerts");
+            return 0;
+        }
+    };
+    for d in &dead {
+        metrics::counter!("dead_letter_alerts_total", "channel" => d.channel.as_str()).increment(1);
+        tracing::warn!(
+            failure_id = %d.id,
+            outbox_id = %d.outbox_id,
+            org_id = %d.org_id,
+            channel = %d.channel,
+            error = %d.error,
+            "outbound reply is dead"
+        );
+        let scope = d.id.to_string();
+        let message = format!(
+            "a {} reply is dead after {} attempts and {} dead-letter retries (provider status {})",
+            d.channel,
+            d.attempts,
+            d.retries,
+            d.provider_status
+                .map_or_else(|| "none".to_owned(), |s| s.to_string())
+        );
+        alerts
+            .raise_alert(Alert {
+                kind: AlertKind::ReplyDead,
+                scope: &scope,
+                org_id: Some(d.org_id),
+                message: &message,
+                details: json!({
+                    "failure_id": d.id,
+                    "outbox_id": d.outbox_id,
+                    "org_id": d.org_id,
+                    "channel": d.channel,
+                    "provider_status": d.provider_status,
+                    "attempts": d.attempts,
+                    "retries": d.retries,
+                }),
+            })
+            .await;
+    }
+    dead.len()
 }

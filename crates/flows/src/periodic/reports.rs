@@ -6,7 +6,6 @@
 //! A daily summary covers the org's previous local day, a weekly report the seven local days
 //! before the slot's date, a review summary is a snapshot of the items flagged for review.
 
-use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
@@ -14,6 +13,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use switchboard_domain::events::ReportReady;
 use switchboard_domain::{Emitter, Event, JobName, ReportKind};
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::reports::{self, NewReport};
 use switchboard_store::{PgPool, StoreError, event_outbox};
 

@@ -5,12 +5,12 @@
 //! `retention_purged_rows_total{table}` and the run's detail; an org whose oldest message is
 //! more than a day past its window raises `retention_behind`.
 
-use crate::alerts::{Alert, AlertKind, Alerts};
-use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use chrono::{Duration, Utc};
 use serde_json::{Map, Value, json};
 use switchboard_domain::JobName;
+use switchboard_jobs::alerts::{Alert, AlertKind, Alerts};
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::retention::{self, STEPS};
 use switchboard_store::{PgPool, StoreError};
 

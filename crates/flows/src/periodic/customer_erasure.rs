@@ -10,7 +10,6 @@
 //! only while the erasure is pending. A key forgotten before a commit that never happens
 //! costs a provider's retry a trip to Postgres, which still has the event.
 
-use crate::scheduler::{Job, JobError, Run};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -18,6 +17,7 @@ use std::time::Duration;
 use switchboard_coord::{Redis, dedup};
 use switchboard_domain::faults::Faults;
 use switchboard_domain::{Emitter, JobName};
+use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::customer_erasures::{self, Deferred, Erased, InboxKey};
 use switchboard_store::{PgPool, StoreError};
 use uuid::Uuid;
