@@ -250,6 +250,32 @@ pub(crate) enum FileValueError {
 }
 
 /// The variable of a table entry: `SCHEDULE_` and `daily-summary` → `SCHEDULE_DAILY_SUMMARY`.
+/// How the configuration reads a variable a deployment file names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// A setting read from its value.
+    Setting,
+    /// A secret setting: its value, or the file `{NAME}_FILE` names.
+    Secret,
+    /// `{NAME}_FILE` of a secret setting: the path of the file that holds it.
+    SecretFile,
+}
+
+/// Whether `name` is a variable the configuration reads, and how; `None` for one it
+/// ignores (a typo in a manifest, a setting that was removed).
+pub fn known_variable(name: &str) -> Option<Known> {
+    crate::sections::SETTINGS.iter().find_map(|s| match s.read {
+        Read::Secret(v) if v == name => Some(Known::Secret),
+        Read::Secret(v) if name.strip_suffix("_FILE") == Some(v) => Some(Known::SecretFile),
+        Read::Table(prefix, names) => names
+            .iter()
+            .any(|n| table_var(prefix, n) == name)
+            .then_some(Known::Setting),
+        _ if s.var() == name => Some(Known::Setting),
+        _ => None,
+    })
+}
+
 pub(crate) fn table_var(prefix: &str, name: &str) -> String {
     format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"))
 }

@@ -21,6 +21,7 @@ mod redact;
 pub mod sections;
 mod tls;
 
+pub use env::{Known, known_variable};
 pub use load::{ConfigError, load, load_from};
 pub use mail::{MailConfigError, MailTransport, SmtpServer, SmtpTls, SystemMail};
 pub use production::Violation;

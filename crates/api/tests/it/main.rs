@@ -12,6 +12,7 @@ mod cluster;
 mod connection_rotation;
 mod connections;
 mod customer_context;
+mod deploy_contract;
 mod erasure;
 mod errors;
 mod expert;
