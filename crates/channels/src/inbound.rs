@@ -5,7 +5,7 @@
 use serde_json::Value;
 use switchboard_domain::ChannelKind;
 
-use crate::{email::Email, slack::Slack, telegram::Telegram, twilio::Twilio};
+use crate::{email::Email, slack::Slack, telegram::Telegram, whatsapp::Twilio};
 
 /// How far (seconds, either direction) a signed timestamp may be from now. Providers retry
 /// for longer than this, but each retry is signed afresh, so a tighter window only rejects

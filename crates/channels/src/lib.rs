@@ -5,12 +5,14 @@ pub mod agent;
 pub mod alert_sinks;
 pub mod email;
 pub mod inbound;
-pub mod mail;
 pub mod outbound;
 pub mod signing;
 pub mod slack;
+pub mod system_mail;
 pub mod telegram;
-pub mod twilio;
+pub mod whatsapp;
+
+pub use system_mail as mail;
 
 #[cfg(test)]
 mod proptests;

@@ -1,0 +1,9 @@
+//! The Slack channel: the Events API inbound (`v0` request signing, `event_callback`
+//! parsing) and `chat.postMessage` outbound.
+
+mod inbound;
+pub(crate) mod outbound;
+#[cfg(test)]
+pub(crate) mod proptests;
+
+pub use inbound::{Slack, verify_signature};
