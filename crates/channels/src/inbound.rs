@@ -5,7 +5,7 @@
 use serde_json::Value;
 use switchboard_domain::ChannelKind;
 
-use crate::{email::Email, slack::Slack, telegram::Telegram, whatsapp::Twilio};
+use crate::{email::Email, slack::Slack, telegram::Telegram, whatsapp::Whatsapp};
 
 /// How far (seconds, either direction) a signed timestamp may be from now. Providers retry
 /// for longer than this, but each retry is signed afresh, so a tighter window only rejects
@@ -117,7 +117,7 @@ pub trait Channel: Sync {
 pub fn channel(kind: ChannelKind) -> &'static dyn Channel {
     match kind {
         ChannelKind::Slack => &Slack,
-        ChannelKind::Whatsapp => &Twilio,
+        ChannelKind::Whatsapp => &Whatsapp,
         ChannelKind::Telegram => &Telegram,
         ChannelKind::Email => &Email,
     }

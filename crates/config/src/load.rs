@@ -118,8 +118,8 @@ fn file_layer(origin: &str, toml: impl Provider) -> Result<Dict, ConfigError> {
             return Err(invalid(format!("[{section}] must be a table")));
         };
         for (key, value) in entries {
-            let setting = env::find(&section, &key)
-                .ok_or_else(|| invalid(format!("unknown key {key} in [{section}]")))?;
+            let setting =
+                env::find(&section, &key).ok_or_else(|| invalid(unknown_key(&section, &key)))?;
             let value = setting
                 .file_value(value)
                 .map_err(|m| invalid(format!("[{section}] {key} ({}): {m}", setting.var())))?;
@@ -127,6 +127,23 @@ fn file_layer(origin: &str, toml: impl Provider) -> Result<Dict, ConfigError> {
         }
     }
     Ok(layer)
+}
+
+/// Why a key of a section is refused. A key spelled like a variable of the section (the
+/// variable's name is not always the key's, `TWILIO_API_BASE` sets `whatsapp_api_base`) is
+/// told the key that setting has.
+fn unknown_key(section: &str, key: &str) -> String {
+    let same_variable = SETTINGS
+        .iter()
+        .find(|s| s.section == section && s.var().eq_ignore_ascii_case(key));
+    match same_variable {
+        Some(s) => format!(
+            "unknown key {key} in [{section}] (the key {} sets is `{}`)",
+            s.var(),
+            s.key
+        ),
+        None => format!("unknown key {key} in [{section}]"),
+    }
 }
 
 /// Why a top-level TOML key is refused. A flat key of the layout before sections
@@ -348,6 +365,15 @@ mod tests {
             .expect_err("rejects")
             .to_string();
         assert!(err.contains("unknown key grace_secs in [inbox]"), "{err}");
+        // A key spelled like its variable is told the setting's key.
+        let dir = with_file("[app]\napp_env = \"test\"\n");
+        let err = load_from(&vars(BASE), &dir)
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            err.contains("unknown key app_env in [app] (the key APP_ENV sets is `env`)"),
+            "{err}"
+        );
         // A flat key from before the sections says where its setting is now.
         let dir = with_file("drain_delay_ms = 1000\n");
         let err = load_from(&vars(BASE), &dir)

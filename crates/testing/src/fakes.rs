@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use switchboard_channels::whatsapp;
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -125,8 +126,9 @@ struct Shared {
     ids: AtomicU64,
 }
 
-/// All four providers on one fake server, each under its own prefix (`/slack`, `/twilio`,
-/// `/telegram`, `/resend`). Unscripted calls are accepted the way each provider accepts.
+/// All four providers on one fake server, each under its own prefix (`/slack`, WhatsApp's
+/// [`switchboard_channels::whatsapp::PROVIDER`], `/telegram`, `/resend`). Unscripted calls are
+/// accepted the way each provider accepts.
 pub struct Provider {
     /// The fake server.
     pub server: MockServer,
@@ -166,7 +168,7 @@ impl Respond for Responder {
 pub fn accepted(prefix: &str, n: u64) -> ResponseTemplate {
     let body = match prefix {
         "slack" => json!({"ok": true, "channel": "C1", "ts": format!("1700000100.{n:06}")}),
-        "twilio" => json!({"sid": format!("SM{n:032}"), "status": "queued"}),
+        p if p == whatsapp::PROVIDER => json!({"sid": format!("SM{n:032}"), "status": "queued"}),
         "telegram" => json!({"ok": true, "result": {"message_id": 9000 + n}}),
         _ => json!({"id": format!("email-{n}")}),
     };
@@ -209,7 +211,7 @@ impl Provider {
     pub fn env(&self) -> Vec<(String, String)> {
         [
             ("SLACK_API_BASE", "slack"),
-            ("TWILIO_API_BASE", "twilio"),
+            ("TWILIO_API_BASE", whatsapp::PROVIDER),
             ("TELEGRAM_API_BASE", "telegram"),
             ("RESEND_API_BASE", "resend"),
         ]

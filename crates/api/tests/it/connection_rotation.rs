@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
 use switchboard_testing::signing::{
-    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, WHATSAPP_TOKEN, WHSEC,
 };
 use switchboard_testing::{Org, TestApp, TestDb, TestPod, eventually, settled, wait_outbox};
 use uuid::Uuid;
@@ -474,7 +474,7 @@ async fn every_channels_webhook_secret_rotates_with_an_overlap() {
             "whatsapp" => {
                 let url = format!("https://switchboard.test{}", org.webhook("whatsapp"));
                 let sid = format!("SM{i:032}");
-                signing::twilio(secret, "AC123", &url, &sid, "whatsapp:+14155550100", "hi")
+                signing::whatsapp(secret, "AC123", &url, &sid, "whatsapp:+14155550100", "hi")
             }
             "telegram" => signing::telegram(secret, i64::from(i), 42, "hi"),
             _ => signing::email(
@@ -486,7 +486,7 @@ async fn every_channels_webhook_secret_rotates_with_an_overlap() {
             ),
         }
     };
-    let old = [SLACK_SECRET, TWILIO_TOKEN, TELEGRAM_SECRET, WHSEC];
+    let old = [SLACK_SECRET, WHATSAPP_TOKEN, TELEGRAM_SECRET, WHSEC];
     let guesses = [
         "guess",
         "guess",

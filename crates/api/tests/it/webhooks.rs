@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use switchboard_testing::signing::{
-    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, WHATSAPP_TOKEN, WHSEC,
 };
 use switchboard_testing::{CHANNELS, TestApp, redis_keys, settled};
 use uuid::Uuid;
@@ -18,8 +18,8 @@ fn signed_for(channel: &str, conn: Uuid, n: i64) -> Signed {
             &format!("1700000000.{n:06}"),
             "hello from slack",
         ),
-        "whatsapp" => signing::twilio(
-            TWILIO_TOKEN,
+        "whatsapp" => signing::whatsapp(
+            WHATSAPP_TOKEN,
             "AC123",
             &format!("https://switchboard.test/webhooks/whatsapp/{conn}"),
             &format!("SM{n}"),

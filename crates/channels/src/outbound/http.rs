@@ -145,7 +145,7 @@ mod tests {
     async fn send(channel: ChannelKind, reply: Reply) -> super::PartOutcome {
         let server = provider(reply).await;
         let secrets = json!({"bot_token": "xoxb-token", "account_sid": "AC1",
-            "auth_token": "twilio-token", "from_number": "+1555"});
+            "auth_token": "whatsapp-token", "from_number": "+1555"});
         let reply_to = json!({"channel": "D1", "chat_id": 5, "to": "+1415"});
         providers(&server.uri())
             .send_part(&part(channel, &secrets, &reply_to, "hi"))

@@ -32,8 +32,8 @@ use url::Url;
 pub struct ProviderBases {
     /// Slack Web API, normally `https://slack.com/api`.
     pub slack: Url,
-    /// Twilio REST API, normally `https://api.twilio.com`.
-    pub twilio: Url,
+    /// Twilio's REST API, which carries WhatsApp (its address is in `config/default.toml`).
+    pub whatsapp: Url,
     /// Telegram Bot API, normally `https://api.telegram.org`.
     pub telegram: Url,
     /// Resend API, normally `https://api.resend.com`.
@@ -45,7 +45,7 @@ pub struct ProviderBases {
 pub struct Providers {
     client: Client,
     slack: Url,
-    twilio: Url,
+    whatsapp: Url,
     telegram: Url,
     resend: Url,
 }
@@ -145,14 +145,14 @@ impl Providers {
             .map_err(BuildError::Client)?;
         let ProviderBases {
             slack,
-            twilio,
+            whatsapp,
             telegram,
             resend,
         } = bases;
         Ok(Self {
             client,
             slack,
-            twilio,
+            whatsapp,
             telegram,
             resend,
         })
@@ -162,7 +162,7 @@ impl Providers {
     pub async fn send_part(&self, req: &PartRequest<'_>) -> PartOutcome {
         let (base, api): (&Url, &dyn Outbound) = match req.channel {
             ChannelKind::Slack => (&self.slack, &crate::slack::outbound::Api),
-            ChannelKind::Whatsapp => (&self.twilio, &crate::whatsapp::outbound::Api),
+            ChannelKind::Whatsapp => (&self.whatsapp, &crate::whatsapp::outbound::Api),
             ChannelKind::Telegram => (&self.telegram, &crate::telegram::outbound::Api),
             ChannelKind::Email => (&self.resend, &crate::email::outbound::Api),
         };

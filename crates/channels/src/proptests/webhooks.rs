@@ -30,7 +30,7 @@ fn secrets(kind: ChannelKind) -> Value {
         ChannelKind::Slack => slack::proptests::secrets(),
         ChannelKind::Telegram => telegram::proptests::secrets(),
         ChannelKind::Email => email::proptests::secrets(),
-        ChannelKind::Whatsapp => unreachable!("Twilio's form bodies are in whatsapp::proptests"),
+        ChannelKind::Whatsapp => unreachable!("WhatsApp's form bodies are in whatsapp::proptests"),
     }
 }
 
@@ -40,7 +40,7 @@ fn signed_headers(kind: ChannelKind, body: &[u8]) -> HeaderMap {
         ChannelKind::Slack => slack::proptests::signed_headers(body),
         ChannelKind::Telegram => telegram::proptests::signed_headers(body),
         ChannelKind::Email => email::proptests::signed_headers(body),
-        ChannelKind::Whatsapp => unreachable!("Twilio's form bodies are in whatsapp::proptests"),
+        ChannelKind::Whatsapp => unreachable!("WhatsApp's form bodies are in whatsapp::proptests"),
     }
 }
 

@@ -148,7 +148,7 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
                 ),
             ];
             (
-                signing::twilio(secret("auth_token"), webhook_url, params),
+                signing::whatsapp(secret("auth_token"), webhook_url, params),
                 from,
             )
         }
