@@ -28,6 +28,18 @@ pub use inbound::{
 use serde_json::Value;
 use switchboard_domain::ChannelKind;
 
+/// The provider behind `channel`, by the name its stand-ins answer under: the fake provider
+/// APIs of `switchboard demo-providers` and of the tests serve each provider at
+/// `/{provider}/…`, and the scripts point the `*_API_BASE` variables there.
+pub fn provider(channel: ChannelKind) -> &'static str {
+    match channel {
+        ChannelKind::Slack => slack::PROVIDER,
+        ChannelKind::Whatsapp => whatsapp::PROVIDER,
+        ChannelKind::Telegram => telegram::PROVIDER,
+        ChannelKind::Email => email::PROVIDER,
+    }
+}
+
 /// The secret fields each channel's connection must carry (SPEC §9), all non-empty strings.
 pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {
     inbound::channel(channel).secret_fields()

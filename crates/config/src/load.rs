@@ -232,6 +232,16 @@ mod tests {
     }
 
     #[test]
+    fn every_channels_webhooks_have_a_limit_by_default() {
+        let c = load_from(&vars(BASE), &dir()).expect("loads");
+        for channel in switchboard_domain::ChannelKind::ALL {
+            let policy = channel.webhook_policy();
+            assert!(crate::RATE_LIMIT_POLICIES.contains(&policy), "{policy}");
+            assert_ne!(c.rate_limit(policy), "off", "{policy} has no default");
+        }
+    }
+
+    #[test]
     fn unrelated_env_vars_are_ignored() {
         let mut v = vars(BASE);
         v.insert("HOST".into(), "some-hostname".into());

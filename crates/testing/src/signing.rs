@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 use switchboard_channels::signing as signer;
+use switchboard_domain::ChannelKind;
 
 pub use switchboard_channels::signing::Signed;
 
@@ -84,15 +85,17 @@ pub fn standard_webhook(whsec: &str, id: &str, timestamp: i64, body: Vec<u8>) ->
     signer::standard_webhook(whsec, id, timestamp, body).expect("whsec_<base64>")
 }
 
-/// Secrets for a test connection of `channel`.
+/// Secrets for a test connection of `channel` (a name that is no channel's gets email's).
 pub fn secrets(channel: &str) -> Value {
-    match channel {
-        "slack" => json!({"signing_secret": SLACK_SECRET, "bot_token": "xoxb-1"}),
-        "whatsapp" => {
+    match channel.parse::<ChannelKind>() {
+        Ok(ChannelKind::Slack) => json!({"signing_secret": SLACK_SECRET, "bot_token": "xoxb-1"}),
+        Ok(ChannelKind::Whatsapp) => {
             json!({"account_sid": "AC123", "auth_token": WHATSAPP_TOKEN, "from_number": "+15550000000"})
         }
-        "telegram" => json!({"bot_token": "1:abc", "secret_token": TELEGRAM_SECRET}),
-        _ => {
+        Ok(ChannelKind::Telegram) => {
+            json!({"bot_token": "1:abc", "secret_token": TELEGRAM_SECRET})
+        }
+        Ok(ChannelKind::Email) | Err(()) => {
             json!({"webhook_secret": WHSEC, "api_key": "re_1", "from_address": "support@example.test"})
         }
     }

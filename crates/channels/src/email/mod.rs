@@ -13,3 +13,7 @@ mod text;
 
 pub use inbound::{Email, verify_signature};
 pub use text::html_to_text;
+
+/// The provider behind the channel, by the name its stand-ins answer under (see
+/// [`crate::provider`]).
+pub const PROVIDER: &str = "resend";

@@ -7,3 +7,7 @@ pub(crate) mod outbound;
 pub(crate) mod proptests;
 
 pub use inbound::{Slack, verify_signature};
+
+/// The provider behind the channel, by the name its stand-ins answer under (see
+/// [`crate::provider`]).
+pub const PROVIDER: &str = "slack";

@@ -8,9 +8,9 @@ mod proptests;
 
 pub use inbound::{Whatsapp, verify_signature};
 
-/// The provider behind the channel, by the name its stand-ins answer under: the fake
-/// Twilio API of `switchboard demo-providers` and of the tests is served at
-/// `/{PROVIDER}/…`, where the scripts point `TWILIO_API_BASE`.
+/// The provider behind the channel, by the name its stand-ins answer under (see
+/// [`crate::provider`]): the fake Twilio API of `switchboard demo-providers` and of the
+/// tests is served at `/{PROVIDER}/…`, where the scripts point `TWILIO_API_BASE`.
 pub const PROVIDER: &str = "twilio";
 
 /// The header Twilio signs its webhooks in (lowercase, as `http` names it).
