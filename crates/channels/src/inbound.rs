@@ -1,6 +1,7 @@
 //! The inbound half every channel shares: what the HTTP layer hands a channel, what comes
-//! back, and the one `match` that picks the channel. Each provider module implements
-//! [`Channel`]; adding a fifth channel means one new module and one arm in [`channel`].
+//! back, and the one `match` that picks the channel. Each channel's folder implements
+//! [`Channel`] in its `inbound.rs`; CONTRIBUTING.md lists every place a new channel touches,
+//! this file's [`channel`] among them.
 
 use serde_json::Value;
 use switchboard_domain::ChannelKind;

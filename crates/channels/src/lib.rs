@@ -1,5 +1,7 @@
-//! Channel adapters. Each channel keeps its signature check, payload parsing and outbound
-//! client in its own module; this file holds what is common to all of them.
+//! Channel adapters. Each channel is one folder named for its [`ChannelKind`]: its signature
+//! check and payload parsing (`inbound.rs`), its provider client (`outbound.rs`) and its
+//! property tests. What they share is in [`inbound`], [`outbound`], [`signing`] and this
+//! file; the service's own mail, which is no channel, is [`system_mail`].
 
 pub mod agent;
 pub mod alert_sinks;
@@ -12,8 +14,11 @@ pub mod system_mail;
 pub mod telegram;
 pub mod whatsapp;
 
+/// [`system_mail`], by the shorter name the other crates use.
 pub use system_mail as mail;
 
+#[cfg(test)]
+mod new_channel;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
