@@ -1,17 +1,24 @@
-//! Channel adapters. Each channel keeps its signature check, payload parsing and outbound
-//! client in its own module; this file holds what is common to all of them.
+//! Channel adapters. Each channel is one folder named for its [`ChannelKind`]: its signature
+//! check and payload parsing (`inbound.rs`), its provider client (`outbound.rs`) and its
+//! property tests. What they share is in [`inbound`], [`outbound`], [`signing`] and this
+//! file; the service's own mail, which is no channel, is [`system_mail`].
 
 pub mod agent;
 pub mod alert_sinks;
 pub mod email;
 pub mod inbound;
-pub mod mail;
 pub mod outbound;
 pub mod signing;
 pub mod slack;
+pub mod system_mail;
 pub mod telegram;
-pub mod twilio;
+pub mod whatsapp;
 
+/// [`system_mail`], by the shorter name the other crates use.
+pub use system_mail as mail;
+
+#[cfg(test)]
+mod new_channel;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -25,6 +32,18 @@ pub use inbound::{
 
 use serde_json::Value;
 use switchboard_domain::ChannelKind;
+
+/// The provider behind `channel`, by the name its stand-ins answer under: the fake provider
+/// APIs of `switchboard demo-providers` and of the tests serve each provider at
+/// `/{provider}/…`, and the scripts point the `*_API_BASE` variables there.
+pub fn provider(channel: ChannelKind) -> &'static str {
+    match channel {
+        ChannelKind::Slack => slack::PROVIDER,
+        ChannelKind::Whatsapp => whatsapp::PROVIDER,
+        ChannelKind::Telegram => telegram::PROVIDER,
+        ChannelKind::Email => email::PROVIDER,
+    }
+}
 
 /// The secret fields each channel's connection must carry (SPEC §9), all non-empty strings.
 pub fn secret_fields(channel: ChannelKind) -> &'static [&'static str] {

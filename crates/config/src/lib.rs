@@ -31,6 +31,7 @@ pub use sections::Config;
 pub use tls::{PgTls, PoolerMode, RedisEndpoint, RedisTls, TlsMode};
 
 use serde::Deserialize;
+use switchboard_domain::ChannelKind;
 
 /// `AUTOPILOT`: `off` turns every org's autopilot off when a pod starts (the deployment's
 /// kill switch); `on` (the default) leaves each org's own setting.
@@ -90,7 +91,8 @@ pub enum LogFormat {
 /// spellings, so `SCHEDULE_{JOB}` knows exactly the jobs the scheduler runs.
 pub const SCHEDULED_JOBS: &[&str] = switchboard_domain::JobName::SPELLINGS;
 
-/// Every rate-limit policy (route groups).
+/// Every rate-limit policy (route groups), each channel's webhooks one of them
+/// ([`ChannelKind::webhook_policy`]).
 pub const RATE_LIMIT_POLICIES: &[&str] = &[
     "default",
     "login_ip",
@@ -98,10 +100,10 @@ pub const RATE_LIMIT_POLICIES: &[&str] = &[
     "login_email",
     "password_reset",
     "webhook_unverified",
-    "webhook_slack",
-    "webhook_whatsapp",
-    "webhook_telegram",
-    "webhook_email",
+    ChannelKind::Slack.webhook_policy(),
+    ChannelKind::Whatsapp.webhook_policy(),
+    ChannelKind::Telegram.webhook_policy(),
+    ChannelKind::Email.webhook_policy(),
     "socket",
 ];
 

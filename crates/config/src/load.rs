@@ -118,8 +118,8 @@ fn file_layer(origin: &str, toml: impl Provider) -> Result<Dict, ConfigError> {
             return Err(invalid(format!("[{section}] must be a table")));
         };
         for (key, value) in entries {
-            let setting = env::find(&section, &key)
-                .ok_or_else(|| invalid(format!("unknown key {key} in [{section}]")))?;
+            let setting =
+                env::find(&section, &key).ok_or_else(|| invalid(unknown_key(&section, &key)))?;
             let value = setting
                 .file_value(value)
                 .map_err(|m| invalid(format!("[{section}] {key} ({}): {m}", setting.var())))?;
@@ -127,6 +127,23 @@ fn file_layer(origin: &str, toml: impl Provider) -> Result<Dict, ConfigError> {
         }
     }
     Ok(layer)
+}
+
+/// Why a key of a section is refused. A key spelled like a variable of the section (the
+/// variable's name is not always the key's, `TWILIO_API_BASE` sets `whatsapp_api_base`) is
+/// told the key that setting has.
+fn unknown_key(section: &str, key: &str) -> String {
+    let same_variable = SETTINGS
+        .iter()
+        .find(|s| s.section == section && s.var().eq_ignore_ascii_case(key));
+    match same_variable {
+        Some(s) => format!(
+            "unknown key {key} in [{section}] (the key {} sets is `{}`)",
+            s.var(),
+            s.key
+        ),
+        None => format!("unknown key {key} in [{section}]"),
+    }
 }
 
 /// Why a top-level TOML key is refused. A flat key of the layout before sections
@@ -212,6 +229,16 @@ mod tests {
         // from defaults, tables merged entry by entry
         assert_eq!(c.auth.jwt_ttl, Duration::from_secs(86400));
         assert_eq!(c.rate_limit("login_failures"), "10/15min");
+    }
+
+    #[test]
+    fn every_channels_webhooks_have_a_limit_by_default() {
+        let c = load_from(&vars(BASE), &dir()).expect("loads");
+        for channel in switchboard_domain::ChannelKind::ALL {
+            let policy = channel.webhook_policy();
+            assert!(crate::RATE_LIMIT_POLICIES.contains(&policy), "{policy}");
+            assert_ne!(c.rate_limit(policy), "off", "{policy} has no default");
+        }
     }
 
     #[test]
@@ -348,6 +375,15 @@ mod tests {
             .expect_err("rejects")
             .to_string();
         assert!(err.contains("unknown key grace_secs in [inbox]"), "{err}");
+        // A key spelled like its variable is told the setting's key.
+        let dir = with_file("[app]\napp_env = \"test\"\n");
+        let err = load_from(&vars(BASE), &dir)
+            .expect_err("rejects")
+            .to_string();
+        assert!(
+            err.contains("unknown key app_env in [app] (the key APP_ENV sets is `env`)"),
+            "{err}"
+        );
         // A flat key from before the sections says where its setting is now.
         let dir = with_file("drain_delay_ms = 1000\n");
         let err = load_from(&vars(BASE), &dir)

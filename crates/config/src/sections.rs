@@ -130,8 +130,8 @@ settings! {
             master_encryption_keys: Option<SecretString> = Secret("MASTER_ENCRYPTION_KEYS"),
             /// Slack Web API base.
             slack_api_base: Url = Text("SLACK_API_BASE"),
-            /// Twilio REST API base.
-            twilio_api_base: Url = Text("TWILIO_API_BASE"),
+            /// Twilio REST API base, for WhatsApp.
+            whatsapp_api_base: Url = Text("TWILIO_API_BASE"),
             /// Telegram Bot API base.
             telegram_api_base: Url = Text("TELEGRAM_API_BASE"),
             /// Resend API base (it also serves inbound email bodies).

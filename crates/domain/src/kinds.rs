@@ -205,12 +205,23 @@ impl ChannelKind {
     ];
 
     /// The lowercase name used in URLs, keys and JSON.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             ChannelKind::Slack => "slack",
             ChannelKind::Whatsapp => "whatsapp",
             ChannelKind::Telegram => "telegram",
             ChannelKind::Email => "email",
+        }
+    }
+
+    /// The rate-limit policy the channel's verified webhooks are counted under, per
+    /// connection (`RATE_LIMIT_WEBHOOK_{CHANNEL}`).
+    pub const fn webhook_policy(self) -> &'static str {
+        match self {
+            ChannelKind::Slack => "webhook_slack",
+            ChannelKind::Whatsapp => "webhook_whatsapp",
+            ChannelKind::Telegram => "webhook_telegram",
+            ChannelKind::Email => "webhook_email",
         }
     }
 }

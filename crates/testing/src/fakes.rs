@@ -6,6 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use switchboard_channels::provider;
+use switchboard_domain::ChannelKind;
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -125,8 +127,9 @@ struct Shared {
     ids: AtomicU64,
 }
 
-/// All four providers on one fake server, each under its own prefix (`/slack`, `/twilio`,
-/// `/telegram`, `/resend`). Unscripted calls are accepted the way each provider accepts.
+/// All four providers on one fake server, each under its own prefix (`/slack`, WhatsApp's
+/// [`switchboard_channels::whatsapp::PROVIDER`], `/telegram`, `/resend`). Unscripted calls are
+/// accepted the way each provider accepts.
 pub struct Provider {
     /// The fake server.
     pub server: MockServer,
@@ -162,13 +165,19 @@ impl Respond for Responder {
     }
 }
 
-/// How each provider accepts a message, with id `n`.
+/// How each provider accepts a message, with id `n` (under a prefix that is no provider's,
+/// as Resend does).
 pub fn accepted(prefix: &str, n: u64) -> ResponseTemplate {
-    let body = match prefix {
-        "slack" => json!({"ok": true, "channel": "C1", "ts": format!("1700000100.{n:06}")}),
-        "twilio" => json!({"sid": format!("SM{n:032}"), "status": "queued"}),
-        "telegram" => json!({"ok": true, "result": {"message_id": 9000 + n}}),
-        _ => json!({"id": format!("email-{n}")}),
+    let channel = ChannelKind::ALL
+        .into_iter()
+        .find(|c| switchboard_channels::provider(*c) == prefix);
+    let body = match channel {
+        Some(ChannelKind::Slack) => {
+            json!({"ok": true, "channel": "C1", "ts": format!("1700000100.{n:06}")})
+        }
+        Some(ChannelKind::Whatsapp) => json!({"sid": format!("SM{n:032}"), "status": "queued"}),
+        Some(ChannelKind::Telegram) => json!({"ok": true, "result": {"message_id": 9000 + n}}),
+        Some(ChannelKind::Email) | None => json!({"id": format!("email-{n}")}),
     };
     ResponseTemplate::new(200).set_body_json(body)
 }
@@ -207,14 +216,18 @@ impl Provider {
 
     /// The pod settings that send every channel's replies here.
     pub fn env(&self) -> Vec<(String, String)> {
-        [
-            ("SLACK_API_BASE", "slack"),
-            ("TWILIO_API_BASE", "twilio"),
-            ("TELEGRAM_API_BASE", "telegram"),
-            ("RESEND_API_BASE", "resend"),
-        ]
-        .into_iter()
-        .map(|(k, p)| (k.to_owned(), format!("{}/{p}", self.server.uri())))
-        .collect()
+        ChannelKind::ALL
+            .into_iter()
+            .map(|channel| {
+                let variable = match channel {
+                    ChannelKind::Slack => "SLACK_API_BASE",
+                    ChannelKind::Whatsapp => "TWILIO_API_BASE",
+                    ChannelKind::Telegram => "TELEGRAM_API_BASE",
+                    ChannelKind::Email => "RESEND_API_BASE",
+                };
+                let base = format!("{}/{}", self.server.uri(), provider(channel));
+                (variable.to_owned(), base)
+            })
+            .collect()
     }
 }

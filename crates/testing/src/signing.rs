@@ -4,13 +4,14 @@
 
 use serde_json::{Value, json};
 use switchboard_channels::signing as signer;
+use switchboard_domain::ChannelKind;
 
 pub use switchboard_channels::signing::Signed;
 
 /// The signing secret of the test Slack connections.
 pub const SLACK_SECRET: &str = "slack-signing-secret";
 /// The auth token of the test WhatsApp (Twilio) connections.
-pub const TWILIO_TOKEN: &str = "twilio-token";
+pub const WHATSAPP_TOKEN: &str = "whatsapp-token";
 /// The secret token of the test Telegram connections.
 pub const TELEGRAM_SECRET: &str = "tg-secret-0123456789";
 /// The webhook secret of the test email (Resend) connections.
@@ -37,8 +38,8 @@ pub fn slack_raw(signing_secret: &str, timestamp: i64, body: Vec<u8>) -> Signed 
     signer::slack(signing_secret, timestamp, body)
 }
 
-/// A Twilio WhatsApp message to `url`.
-pub fn twilio(
+/// A WhatsApp message to `url`, as Twilio sends it.
+pub fn whatsapp(
     auth_token: &str,
     account_sid: &str,
     url: &str,
@@ -54,7 +55,7 @@ pub fn twilio(
         ("ProfileName", "Customer".to_owned()),
         ("To", "whatsapp:+15550000000".to_owned()),
     ];
-    signer::twilio(auth_token, url, params)
+    signer::whatsapp(auth_token, url, params)
 }
 
 /// A Telegram update carrying a text message.
@@ -84,15 +85,17 @@ pub fn standard_webhook(whsec: &str, id: &str, timestamp: i64, body: Vec<u8>) ->
     signer::standard_webhook(whsec, id, timestamp, body).expect("whsec_<base64>")
 }
 
-/// Secrets for a test connection of `channel`.
+/// Secrets for a test connection of `channel` (a name that is no channel's gets email's).
 pub fn secrets(channel: &str) -> Value {
-    match channel {
-        "slack" => json!({"signing_secret": SLACK_SECRET, "bot_token": "xoxb-1"}),
-        "whatsapp" => {
-            json!({"account_sid": "AC123", "auth_token": TWILIO_TOKEN, "from_number": "+15550000000"})
+    match channel.parse::<ChannelKind>() {
+        Ok(ChannelKind::Slack) => json!({"signing_secret": SLACK_SECRET, "bot_token": "xoxb-1"}),
+        Ok(ChannelKind::Whatsapp) => {
+            json!({"account_sid": "AC123", "auth_token": WHATSAPP_TOKEN, "from_number": "+15550000000"})
         }
-        "telegram" => json!({"bot_token": "1:abc", "secret_token": TELEGRAM_SECRET}),
-        _ => {
+        Ok(ChannelKind::Telegram) => {
+            json!({"bot_token": "1:abc", "secret_token": TELEGRAM_SECRET})
+        }
+        Ok(ChannelKind::Email) | Err(()) => {
             json!({"webhook_secret": WHSEC, "api_key": "re_1", "from_address": "support@example.test"})
         }
     }

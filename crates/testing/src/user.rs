@@ -5,10 +5,20 @@ use crate::pod::Endpoint;
 use crate::signing::secrets;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use switchboard_domain::ChannelKind;
 use uuid::Uuid;
 
-/// The four channels, in the order the tests create their connections.
-pub const CHANNELS: [&str; 4] = ["slack", "whatsapp", "telegram", "email"];
+/// Every channel's name, in the order the tests create their connections
+/// ([`ChannelKind::ALL`]'s).
+pub const CHANNELS: [&str; ChannelKind::ALL.len()] = {
+    let mut names = [""; ChannelKind::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = ChannelKind::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// A pod and a bearer token.
 #[derive(Clone, Copy)]

@@ -31,6 +31,7 @@ use client_ip::TrustedProxies;
 use limiter::{RateLimiter, Verdict};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
+use switchboard_domain::ChannelKind;
 
 /// How long a client refused for backpressure should wait.
 const BACKPRESSURE_RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -115,13 +116,10 @@ fn policy_of(path: &str, ip: IpAddr) -> Option<(&'static str, String)> {
     }
     if let Some(rest) = path.strip_prefix("/webhooks/") {
         let mut parts = rest.split('/');
-        let policy = match parts.next() {
-            Some("slack") => Some("webhook_slack"),
-            Some("whatsapp") => Some("webhook_whatsapp"),
-            Some("telegram") => Some("webhook_telegram"),
-            Some("email") => Some("webhook_email"),
-            _ => None,
-        };
+        let policy = parts
+            .next()
+            .and_then(|channel| channel.parse::<ChannelKind>().ok())
+            .map(ChannelKind::webhook_policy);
         // Per connection. A path that cannot name one is answered 404 and charged to the
         // sender's address as an unverified webhook (see `protect`).
         let id = parts.next().and_then(|id| id.parse::<uuid::Uuid>().ok());

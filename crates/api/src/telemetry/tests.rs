@@ -8,7 +8,7 @@ use sentry::protocol::{Breadcrumb, Event, Map, Request, User, Value};
 
 use super::{client_options, with_sentry};
 
-const TWILIO: &str = "The 'To' number +15005550001 is not a valid phone number.";
+const WHATSAPP_ERROR: &str = "The 'To' number +15005550001 is not a valid phone number.";
 const JWT: &str =
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk";
 const OUTBOX_ID: &str = "0190f3c2-7b1e-7c3a-9d4e-5f6a7b8c9d0e";
@@ -71,7 +71,7 @@ fn dead_letter_story() {
         channel = "whatsapp",
         attempts = 4,
         dead = false,
-        error = TWILIO,
+        error = WHATSAPP_ERROR,
         "outbound delivery failed; dead-lettered"
     );
     tracing::info!(authorization = %format!("Bearer {JWT}"), "provider call retried");
@@ -82,10 +82,10 @@ fn dead_letter_story() {
         provider_status = 400,
         attempt = 5,
         customer_email = "ann@example.com",
-        error = %TWILIO,
+        error = %WHATSAPP_ERROR,
         "outbound reply is dead after {} dead-letter retries: {}",
         5,
-        TWILIO
+        WHATSAPP_ERROR
     );
 }
 
@@ -135,13 +135,13 @@ fn only_error_events_are_sent() {
 fn an_error_from_a_provider_module_is_removed_without_a_channel_field() {
     let (event, json) = only(capture(|| {
         tracing::error!(
-            target: "switchboard_channels::outbound::twilio",
+            target: "switchboard_channels::whatsapp::outbound",
             error = "Message body 'Hello Ann, your order shipped' is too long",
-            "twilio send failed"
+            "whatsapp send failed"
         );
     }));
     assert_no_leaks(&json);
-    assert_eq!(event.message.as_deref(), Some("twilio send failed"));
+    assert_eq!(event.message.as_deref(), Some("whatsapp send failed"));
 }
 
 #[test]
@@ -166,7 +166,7 @@ struct Refused;
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(TWILIO)
+        f.write_str(WHATSAPP_ERROR)
     }
 }
 
@@ -199,7 +199,7 @@ fn breadcrumbs_are_stored_scrubbed_before_any_event_is_sent() {
             tracing::info!(
                 channel = "telegram",
                 text = "Hello Ann, your order shipped",
-                error = TWILIO,
+                error = WHATSAPP_ERROR,
                 "reply to ann@example.com queued"
             );
             tracing::warn!(token = JWT, "webhook retried for +1 (500) 555-0001");
@@ -217,7 +217,7 @@ fn before_breadcrumb_scrubs_message_and_data() {
     let hook = options.before_breadcrumb.as_ref().expect("hook installed");
     let mut data = Map::new();
     data.insert("channel".into(), "whatsapp".into());
-    data.insert("reason".into(), TWILIO.into());
+    data.insert("reason".into(), WHATSAPP_ERROR.into());
     data.insert("From".into(), "whatsapp:+15005550001".into());
     data.insert("outbox_id".into(), OUTBOX_ID.into());
     data.insert(
@@ -225,14 +225,14 @@ fn before_breadcrumb_scrubs_message_and_data() {
         serde_json::json!({ "Authorization": format!("Bearer {JWT}"), "accept": "*/*" }),
     );
     let crumb = hook(Breadcrumb {
-        message: Some(format!("twilio said: {TWILIO}")),
+        message: Some(format!("whatsapp said: {WHATSAPP_ERROR}")),
         data,
         ..Default::default()
     })
     .expect("breadcrumbs are kept");
     let json = serde_json::to_string(&crumb).expect("serializes");
     assert_no_leaks(&json);
-    assert_eq!(crumb.message.as_deref(), Some("twilio said: [scrubbed]"));
+    assert_eq!(crumb.message.as_deref(), Some("whatsapp said: [scrubbed]"));
     assert_eq!(crumb.data["outbox_id"], OUTBOX_ID);
     assert_eq!(crumb.data["headers"]["accept"], "*/*");
     assert_eq!(crumb.data["headers"]["Authorization"], "[scrubbed]");

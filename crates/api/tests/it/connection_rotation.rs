@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use switchboard_domain::Role;
+use switchboard_domain::{ChannelKind, Role};
 use switchboard_testing::signing::{
-    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, WHATSAPP_TOKEN, WHSEC,
 };
 use switchboard_testing::{Org, TestApp, TestDb, TestPod, eventually, settled, wait_outbox};
 use uuid::Uuid;
@@ -469,15 +469,17 @@ async fn every_channels_webhook_secret_rotates_with_an_overlap() {
     let signed = |channel: &str, secret: &str| {
         n.set(n.get() + 1);
         let i = n.get();
-        match channel {
-            "slack" => signing::slack(secret, &format!("Ev{i}"), "U1", &format!("1.{i}"), "hi"),
-            "whatsapp" => {
+        match channel.parse::<ChannelKind>().expect("a channel") {
+            ChannelKind::Slack => {
+                signing::slack(secret, &format!("Ev{i}"), "U1", &format!("1.{i}"), "hi")
+            }
+            ChannelKind::Whatsapp => {
                 let url = format!("https://switchboard.test{}", org.webhook("whatsapp"));
                 let sid = format!("SM{i:032}");
-                signing::twilio(secret, "AC123", &url, &sid, "whatsapp:+14155550100", "hi")
+                signing::whatsapp(secret, "AC123", &url, &sid, "whatsapp:+14155550100", "hi")
             }
-            "telegram" => signing::telegram(secret, i64::from(i), 42, "hi"),
-            _ => signing::email(
+            ChannelKind::Telegram => signing::telegram(secret, i64::from(i), 42, "hi"),
+            ChannelKind::Email => signing::email(
                 secret,
                 &format!("msg_{i}"),
                 &format!("<{i}@x>"),
@@ -486,7 +488,7 @@ async fn every_channels_webhook_secret_rotates_with_an_overlap() {
             ),
         }
     };
-    let old = [SLACK_SECRET, TWILIO_TOKEN, TELEGRAM_SECRET, WHSEC];
+    let old = [SLACK_SECRET, WHATSAPP_TOKEN, TELEGRAM_SECRET, WHSEC];
     let guesses = [
         "guess",
         "guess",

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_domain::faults::DispatchPoint;
-use switchboard_testing::signing::{Signed, TWILIO_TOKEN};
+use switchboard_testing::signing::{Signed, WHATSAPP_TOKEN};
 use switchboard_testing::socket::connect_with;
 use switchboard_testing::{Org, TestApp, dump, eventually, wait_outbox};
 use uuid::Uuid;
@@ -32,7 +32,7 @@ fn whatsapp(org: &Org, from: &str, name: &str, sid: &str, text: &str) -> Signed 
         ("ProfileName", name.to_owned()),
         ("To", "whatsapp:+15550000000".to_owned()),
     ];
-    switchboard_channels::signing::twilio(TWILIO_TOKEN, &url, params)
+    switchboard_channels::signing::whatsapp(WHATSAPP_TOKEN, &url, params)
 }
 
 /// The customer writes `text` (message `sid`); waits until `drafts` drafts exist.

@@ -5,7 +5,7 @@
 use base64::Engine;
 use serde_json::json;
 use switchboard_testing::signing::{
-    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, WHATSAPP_TOKEN, WHSEC,
 };
 use switchboard_testing::{Call, Org, TestApp, delivery, wait_outbox};
 use uuid::Uuid;
@@ -118,14 +118,14 @@ async fn whatsapp_replies_through_the_twilio_messages_api() {
         run.org.conns["whatsapp"]
     );
     let customer = "whatsapp:+14155550100";
-    let msg = |sid: &str| signing::twilio(TWILIO_TOKEN, "AC123", &url, sid, customer, "hi");
+    let msg = |sid: &str| signing::whatsapp(WHATSAPP_TOKEN, "AC123", &url, sid, customer, "hi");
     run.customer_writes("whatsapp", &msg("SM1"), 1).await;
     let (_, calls) = run.release("twilio", "reply 1").await;
     assert_eq!(calls.len(), 1);
     let call = &calls[0];
     assert_eq!(call.method, "POST");
     assert_eq!(call.path, "/2010-04-01/Accounts/AC123/Messages.json");
-    let basic = base64::engine::general_purpose::STANDARD.encode("AC123:twilio-token");
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("AC123:{WHATSAPP_TOKEN}"));
     assert_eq!(call.header("authorization"), format!("Basic {basic}"));
     assert_eq!(
         call.header("content-type"),

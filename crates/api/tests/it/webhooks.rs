@@ -3,31 +3,32 @@
 //! on every pod.
 
 use serde_json::json;
+use switchboard_domain::ChannelKind;
 use switchboard_testing::signing::{
-    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, WHATSAPP_TOKEN, WHSEC,
 };
 use switchboard_testing::{CHANNELS, TestApp, redis_keys, settled};
 use uuid::Uuid;
 
 fn signed_for(channel: &str, conn: Uuid, n: i64) -> Signed {
-    match channel {
-        "slack" => signing::slack(
+    match channel.parse::<ChannelKind>().expect("a channel") {
+        ChannelKind::Slack => signing::slack(
             SLACK_SECRET,
             &format!("Ev{n}"),
             "U1",
             &format!("1700000000.{n:06}"),
             "hello from slack",
         ),
-        "whatsapp" => signing::twilio(
-            TWILIO_TOKEN,
+        ChannelKind::Whatsapp => signing::whatsapp(
+            WHATSAPP_TOKEN,
             "AC123",
             &format!("https://switchboard.test/webhooks/whatsapp/{conn}"),
             &format!("SM{n}"),
             "whatsapp:+15551234567",
             "hello from whatsapp",
         ),
-        "telegram" => signing::telegram(TELEGRAM_SECRET, n, 4242, "hello from telegram"),
-        _ => signing::email(
+        ChannelKind::Telegram => signing::telegram(TELEGRAM_SECRET, n, 4242, "hello from telegram"),
+        ChannelKind::Email => signing::email(
             WHSEC,
             &format!("msg_{n}"),
             &format!("<m{n}@mail.test>"),

@@ -20,11 +20,11 @@ use super::body::{BodyError, read_capped};
 pub const PROVIDER_ANSWER_CAP: usize = 1024 * 1024;
 
 /// A provider's answer, read once, so each channel classifies plain data.
-pub(super) struct Answer {
-    pub(super) status: u16,
-    pub(super) retry_after: Option<Duration>,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<Duration>,
     /// The body as JSON, `Null` when it was not JSON or could not be read.
-    pub(super) body: Value,
+    pub(crate) body: Value,
     /// The body as text, or why it could not be read.
     raw: Result<String, BodyError>,
 }
@@ -33,7 +33,7 @@ impl Answer {
     /// An answer that cannot be read (over [`PROVIDER_ANSWER_CAP`], or cut off) is kept as
     /// a `Null` body, like one that is not JSON: its status alone decides, so a 2xx still
     /// counts as accepted (see the module docs of `outbound`).
-    pub(super) async fn read(response: Response, channel: ChannelKind) -> Self {
+    pub(crate) async fn read(response: Response, channel: ChannelKind) -> Self {
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
         let raw = read_capped(response, PROVIDER_ANSWER_CAP)
@@ -55,13 +55,13 @@ impl Answer {
         }
     }
 
-    pub(super) fn is_success(&self) -> bool {
+    pub(crate) fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
 
     /// The common reading of a failed call: 429, 408 and 5xx are worth retrying, any other
     /// status will fail the same way again. `detail` is the provider's own words.
-    pub(super) fn failure(&self, channel: ChannelKind, detail: &str) -> PartOutcome {
+    pub(crate) fn failure(&self, channel: ChannelKind, detail: &str) -> PartOutcome {
         let status = Some(self.status);
         let reason = format!("{channel} answered HTTP {}: {detail}", self.status);
         if retryable_status(self.status) {
@@ -76,7 +76,7 @@ impl Answer {
     }
 
     /// The start of the raw body, for providers whose error has no structured message.
-    pub(super) fn snippet(&self) -> String {
+    pub(crate) fn snippet(&self) -> String {
         let text = match &self.raw {
             Ok(text) => text.trim(),
             Err(e) => return format!("({e})"),
@@ -145,7 +145,7 @@ mod tests {
     async fn send(channel: ChannelKind, reply: Reply) -> super::PartOutcome {
         let server = provider(reply).await;
         let secrets = json!({"bot_token": "xoxb-token", "account_sid": "AC1",
-            "auth_token": "twilio-token", "from_number": "+1555"});
+            "auth_token": "whatsapp-token", "from_number": "+1555"});
         let reply_to = json!({"channel": "D1", "chat_id": 5, "to": "+1415"});
         providers(&server.uri())
             .send_part(&part(channel, &secrets, &reply_to, "hi"))

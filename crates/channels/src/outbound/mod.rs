@@ -8,23 +8,19 @@
 //! dead-letter table and the console, so they are redacted of every secret value.
 
 mod body;
-mod email;
 mod http;
-mod slack;
 mod split;
-mod telegram;
 #[cfg(test)]
-mod testkit;
-mod twilio;
+pub(crate) mod testkit;
 
 pub use body::{BodyError, read_capped};
 pub use http::PROVIDER_ANSWER_CAP;
-pub(crate) use http::{retry_after, retryable_status};
+pub(crate) use http::{Answer, retry_after, retryable_status};
 pub use split::{max_chars, split};
 
 use std::time::Duration;
 
-use self::http::{Answer, transport_failure};
+use self::http::transport_failure;
 use reqwest::{Client, RequestBuilder};
 use serde_json::Value;
 use switchboard_domain::ChannelKind;
@@ -36,8 +32,8 @@ use url::Url;
 pub struct ProviderBases {
     /// Slack Web API, normally `https://slack.com/api`.
     pub slack: Url,
-    /// Twilio REST API, normally `https://api.twilio.com`.
-    pub twilio: Url,
+    /// Twilio's REST API, which carries WhatsApp (its address is in `config/default.toml`).
+    pub whatsapp: Url,
     /// Telegram Bot API, normally `https://api.telegram.org`.
     pub telegram: Url,
     /// Resend API, normally `https://api.resend.com`.
@@ -49,7 +45,7 @@ pub struct ProviderBases {
 pub struct Providers {
     client: Client,
     slack: Url,
-    twilio: Url,
+    whatsapp: Url,
     telegram: Url,
     resend: Url,
 }
@@ -114,7 +110,7 @@ pub enum BuildError {
 
 /// A request that cannot be made from the stored data; never worth retrying as is.
 #[derive(Debug, thiserror::Error)]
-enum FieldError {
+pub(crate) enum FieldError {
     #[error("{0} secrets lack a non-empty string `{1}`")]
     Secret(ChannelKind, &'static str),
     #[error("{0} reply_to lacks a usable `{1}`")]
@@ -125,7 +121,7 @@ enum FieldError {
 
 /// What each channel module provides: how to ask, and how to read the answer. `Sync`
 /// because `send_part` holds one across an await and its future must stay `Send`.
-trait Outbound: Sync {
+pub(crate) trait Outbound: Sync {
     fn build(
         &self,
         client: &Client,
@@ -149,14 +145,14 @@ impl Providers {
             .map_err(BuildError::Client)?;
         let ProviderBases {
             slack,
-            twilio,
+            whatsapp,
             telegram,
             resend,
         } = bases;
         Ok(Self {
             client,
             slack,
-            twilio,
+            whatsapp,
             telegram,
             resend,
         })
@@ -165,10 +161,10 @@ impl Providers {
     /// Sends one part. Never panics and never errors: every failure is a verdict.
     pub async fn send_part(&self, req: &PartRequest<'_>) -> PartOutcome {
         let (base, api): (&Url, &dyn Outbound) = match req.channel {
-            ChannelKind::Slack => (&self.slack, &slack::Api),
-            ChannelKind::Whatsapp => (&self.twilio, &twilio::Api),
-            ChannelKind::Telegram => (&self.telegram, &telegram::Api),
-            ChannelKind::Email => (&self.resend, &email::Api),
+            ChannelKind::Slack => (&self.slack, &crate::slack::outbound::Api),
+            ChannelKind::Whatsapp => (&self.whatsapp, &crate::whatsapp::outbound::Api),
+            ChannelKind::Telegram => (&self.telegram, &crate::telegram::outbound::Api),
+            ChannelKind::Email => (&self.resend, &crate::email::outbound::Api),
         };
         let outcome = match api.build(&self.client, base, req) {
             Err(e) => PartOutcome::Permanent {
@@ -201,7 +197,11 @@ impl PartOutcome {
 
 /// `base` + `segments`, whether or not the base ends with a slash (`Url::join` would drop
 /// the base's last segment, e.g. Slack's `/api`). Segments are percent-encoded.
-fn endpoint(channel: ChannelKind, base: &Url, segments: &[&str]) -> Result<Url, FieldError> {
+pub(crate) fn endpoint(
+    channel: ChannelKind,
+    base: &Url,
+    segments: &[&str],
+) -> Result<Url, FieldError> {
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|()| FieldError::Base(channel))?
@@ -211,16 +211,22 @@ fn endpoint(channel: ChannelKind, base: &Url, segments: &[&str]) -> Result<Url, 
 }
 
 /// A required secret, as a non-empty string.
-fn secret<'a>(req: &PartRequest<'a>, field: &'static str) -> Result<&'a str, FieldError> {
+pub(crate) fn secret<'a>(
+    req: &PartRequest<'a>,
+    field: &'static str,
+) -> Result<&'a str, FieldError> {
     non_empty(req.secrets, field).ok_or(FieldError::Secret(req.channel, field))
 }
 
 /// A required `reply_to` field, as a non-empty string.
-fn reply_str<'a>(req: &PartRequest<'a>, field: &'static str) -> Result<&'a str, FieldError> {
+pub(crate) fn reply_str<'a>(
+    req: &PartRequest<'a>,
+    field: &'static str,
+) -> Result<&'a str, FieldError> {
     non_empty(req.reply_to, field).ok_or(FieldError::ReplyTo(req.channel, field))
 }
 
-fn non_empty<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+pub(crate) fn non_empty<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object
         .get(field)
         .and_then(Value::as_str)

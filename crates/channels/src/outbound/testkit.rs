@@ -30,7 +30,7 @@ pub fn providers(base: &str) -> Providers {
     let url = Url::parse(base).expect("base url");
     let bases = ProviderBases {
         slack: url.clone(),
-        twilio: url.clone(),
+        whatsapp: url.clone(),
         telegram: url.clone(),
         resend: url,
     };

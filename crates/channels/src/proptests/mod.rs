@@ -6,6 +6,10 @@
 //! signs them so the parsers are reached) and [`crate::email::html_to_text`], which the
 //! inbound email job also calls.
 //!
+//! Each channel's properties are in its folder (`whatsapp/proptests.rs`, …); this module
+//! holds what they share: the inputs, the edits of a JSON payload, the time limits, and the
+//! properties that go across channels (`webhooks`) or belong to none ([`crate::cap_text`]).
+//!
 //! Time is checked twice: every call within an absolute bound, and, on inputs made of a
 //! repeated unit, an 8x larger input taking no more than about 8x as long. The bound alone
 //! misses a quadratic whose inner loop is a vectorised library call (lowercasing the rest
@@ -16,12 +20,11 @@
 //! suite is deterministic; `scripts/fuzz-parsers.sh` runs them long with `PROPTEST_CASES`
 //! and a seed of its own.
 
-mod edits;
-mod html;
-mod inputs;
+mod cap_text;
+pub(crate) mod edits;
+pub(crate) mod inputs;
 mod timing;
-mod twilio;
-mod webhooks;
+pub(crate) mod webhooks;
 
 pub(crate) use timing::{SCALE, SMALL_LEN, scales_linearly, timed};
 

@@ -112,7 +112,7 @@ impl Dispatcher {
     pub fn new(config: &Config, cipher: SecretCipher) -> Result<Self, BuildError> {
         let bases = ProviderBases {
             slack: config.channels.slack_api_base.clone(),
-            twilio: config.channels.twilio_api_base.clone(),
+            whatsapp: config.channels.whatsapp_api_base.clone(),
             telegram: config.channels.telegram_api_base.clone(),
             resend: config.channels.resend_api_base.clone(),
         };

@@ -7,7 +7,7 @@
 //! alerts each sink received.
 //!
 //! Point the pods at it with `AGENT_URL={url}/agent`, `SLACK_API_BASE={url}/slack/api`,
-//! `TWILIO_API_BASE={url}/twilio`, `TELEGRAM_API_BASE={url}/telegram`,
+//! `TWILIO_API_BASE={url}/` + [`whatsapp::PROVIDER`], `TELEGRAM_API_BASE={url}/telegram`,
 //! `RESEND_API_BASE={url}/resend` (system mail too, with `MAIL_RESEND_API_KEY`), and the
 //! `ALERT_*` sinks as `alerts.rs` says. Refused when `APP_ENV=production`, like `DEMO_MODE`: a
 //! production pod must never be wired to fakes, and this process holds no real secrets.
@@ -32,6 +32,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_channels::whatsapp;
 use switchboard_config::{AppEnv, Config};
 use url::Url;
 
@@ -159,8 +160,11 @@ fn router(demo: Demo) -> Router {
         .route("/agent/v1/chat", post(agent::chat))
         .route("/slack/api/chat.postMessage", post(providers::slack))
         .route(
-            "/twilio/2010-04-01/Accounts/{account}/Messages.json",
-            post(providers::twilio),
+            &format!(
+                "/{}/2010-04-01/Accounts/{{account}}/Messages.json",
+                whatsapp::PROVIDER
+            ),
+            post(providers::whatsapp),
         )
         .route("/telegram/{bot}/sendMessage", post(providers::telegram))
         .route("/resend/emails", post(providers::resend_send))

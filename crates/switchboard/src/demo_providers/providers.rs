@@ -1,7 +1,8 @@
 //! Fake Slack, Twilio, Telegram and Resend APIs: they answer the way the real ones do on
 //! success (or with an injected fault) and record every call, so a demo shows the replies
 //! and a test counts them. Point `SLACK_API_BASE` at `/slack/api`, `TWILIO_API_BASE` at
-//! `/twilio`, `TELEGRAM_API_BASE` at `/telegram` and `RESEND_API_BASE` at `/resend`.
+//! `/` + [`switchboard_channels::whatsapp::PROVIDER`], `TELEGRAM_API_BASE` at `/telegram` and
+//! `RESEND_API_BASE` at `/resend`.
 
 use super::Demo;
 use super::record::Call;
@@ -73,8 +74,8 @@ pub(super) async fn slack(State(demo): State<Demo>, uri: Uri, Json(body): Json<V
     Json(json!({"ok": true, "channel": channel, "ts": ts})).into_response()
 }
 
-/// Twilio's Messages API (a form post).
-pub(super) async fn twilio(
+/// Twilio's Messages API (a form post), which carries WhatsApp.
+pub(super) async fn whatsapp(
     State(demo): State<Demo>,
     uri: Uri,
     Path(_account): Path<String>,

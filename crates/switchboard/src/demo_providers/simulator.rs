@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicI64, Ordering};
 use switchboard_channels::signing::{self, Signed};
+use switchboard_domain::ChannelKind;
 use url::Url;
 
 /// Telegram `update_id`s must be new for every update of a bot: numbers from the clock,
@@ -116,8 +117,12 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
     let n = fingerprint(&name);
     let now = chrono::Utc::now();
     let unique = uuid::Uuid::new_v4().simple().to_string();
-    let (signed, customer): (Signed, String) = match req.channel.as_str() {
-        "slack" => {
+    let Ok(channel) = req.channel.parse::<ChannelKind>() else {
+        let other = &req.channel;
+        return refuse(StatusCode::BAD_REQUEST, format!("unknown channel {other}"));
+    };
+    let (signed, customer): (Signed, String) = match channel {
+        ChannelKind::Slack => {
             let user = format!("U{:08X}", n as u32);
             let body = json!({
                 "type": "event_callback", "event_id": format!("Ev{unique}"), "team_id": "TDEMO",
@@ -130,7 +135,7 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
                 user,
             )
         }
-        "whatsapp" => {
+        ChannelKind::Whatsapp => {
             let from = format!("whatsapp:+1555{:07}", n % 10_000_000);
             let params = vec![
                 ("AccountSid", secret("account_sid").to_owned()),
@@ -148,11 +153,11 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
                 ),
             ];
             (
-                signing::twilio(secret("auth_token"), webhook_url, params),
+                signing::whatsapp(secret("auth_token"), webhook_url, params),
                 from,
             )
         }
-        "telegram" => {
+        ChannelKind::Telegram => {
             let floor = now.timestamp_millis();
             let next = |prev: i64| Some(prev.max(floor) + 1);
             let prev = UPDATE_ID
@@ -172,7 +177,7 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
                 chat.to_string(),
             )
         }
-        "email" => {
+        ChannelKind::Email => {
             let slug: String = name
                 .to_lowercase()
                 .chars()
@@ -198,7 +203,6 @@ pub(super) async fn send(State(demo): State<Demo>, Json(req): Json<SendRequest>)
                 Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
             }
         }
-        other => return refuse(StatusCode::BAD_REQUEST, format!("unknown channel {other}")),
     };
     let mut request = demo.http.post(target.clone()).body(signed.body);
     for (name, value) in signed.headers {

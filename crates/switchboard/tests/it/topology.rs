@@ -18,7 +18,7 @@ use std::time::Duration;
 use switchboard_testing::fakes::agent_answering;
 use switchboard_testing::rows::assert_each_event_once;
 use switchboard_testing::signing::{
-    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, TWILIO_TOKEN, WHSEC,
+    self, SLACK_SECRET, Signed, TELEGRAM_SECRET, WHATSAPP_TOKEN, WHSEC,
 };
 use switchboard_testing::{Endpoint, Load, Org, TestDb, random_prefix};
 use wiremock::ResponseTemplate;
@@ -89,8 +89,8 @@ fn event(org: &Org, n: u64) -> (String, Signed) {
         1 => {
             let path = format!("/webhooks/whatsapp/{}", org.conns["whatsapp"]);
             let url = format!("https://switchboard.test{path}");
-            let signed = signing::twilio(
-                TWILIO_TOKEN,
+            let signed = signing::whatsapp(
+                WHATSAPP_TOKEN,
                 "AC123",
                 &url,
                 &format!("SM{n:032}"),

@@ -8,10 +8,10 @@ use proptest::sample::select;
 use serde_json::{Value, json};
 use switchboard_domain::ChannelKind;
 
-use super::inputs::{MAX_LEN, bytes, short_text};
-use super::{SCALE, SMALL_LEN, config, ratio_config, scales_linearly, timed};
+use crate::proptests::inputs::{MAX_LEN, bytes, short_text};
+use crate::proptests::{SCALE, SMALL_LEN, config, ratio_config, scales_linearly, timed};
 use crate::test_support::{b64, headers, hmac_sha1, request};
-use crate::{InboundError, twilio, verify_and_parse};
+use crate::{InboundError, verify_and_parse};
 
 const URL: &str = "https://sb.example.com/webhooks/whatsapp/42?x=1";
 const TOKEN: &str = "tok_secret";
@@ -152,7 +152,7 @@ proptest! {
         let params: Vec<(String, String)> =
             serde_urlencoded::from_bytes(&body).unwrap_or_default();
         let primitive = timed("twilio::verify_signature", || {
-            twilio::verify_signature(TOKEN, &url, &params, &signature)
+            super::verify_signature(TOKEN, &url, &params, &signature)
         })?;
         prop_assert!(primitive.is_err(), "a forged signature matched");
     }

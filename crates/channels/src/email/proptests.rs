@@ -1,16 +1,68 @@
-//! HTML-to-text, which both the email webhook and the inbound email job run on a body the
-//! sender wrote: linear time, output no longer than the input, and the whitespace it
-//! promises (single spaces, trimmed lines, at most one blank line in a row). Also
-//! [`crate::cap_text`], which every inbound text goes through.
+//! Email's webhooks through [`crate::verify_and_parse`], signed per Standard Webhooks so
+//! every input reaches the parser, and HTML-to-text, which both the email webhook and the
+//! inbound email job run on a body the sender wrote: linear time, output no longer than the
+//! input, and the whitespace it promises (single spaces, trimmed lines, at most one blank
+//! line in a row).
 
+use http::HeaderMap;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
+use serde_json::{Value, json};
+use switchboard_domain::ChannelKind;
 
-use super::inputs::{MAX_LEN, fill, text};
-use super::{SCALE, SMALL_LEN, config, ratio_config, scales_linearly, timed};
-use crate::email::html_to_text;
-use crate::inbound::{TRUNCATED, cap_text};
+use super::html_to_text;
+use crate::proptests::edits::{edits, mutate};
+use crate::proptests::inputs::{MAX_LEN, bytes, fill, text};
+use crate::proptests::webhooks::signed;
+use crate::proptests::{SCALE, SMALL_LEN, config, ratio_config, scales_linearly, timed};
+use crate::test_support::{NOW, b64, headers, hmac_sha256};
+
+const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+const WEBHOOK_ID: &str = "msg_2abc";
+
+/// Valid webhooks of each shape the email parser tells apart.
+pub(crate) const BASES: &[&str] = &[
+    r#"{"type":"email.received","created_at":"2026-02-22T23:41:12.126Z","data":{"email_id":"5676-ff6f","from":"Ada Lovelace <Ada@Example.com>","to":["support@acme.test"],"message_id":"<CAF123@mail.example.com>","subject":"Where is my order?","text":"It has been a week."}}"#,
+    r#"{"type":"email.received","data":{"from":"bob@x.io","subject":"Re: hi","headers":{"Message-ID":"<m2@x.io>"},"html":"<p>Thanks &amp; bye</p><style>p{}</style>"}}"#,
+    r#"{"type":"email.received","data":{"email_id":"e1","from":{"email":"c@x.io","name":"C"},"headers":[{"name":"message-id","value":"<m3@x.io>"}],"text":" ","html":"<div>hi<br>there</div>"}}"#,
+    r#"{"type":"email.delivered","data":{"email_id":"e1","message_id":"<m@x>"}}"#,
+];
+
+/// The connection's secrets.
+pub(crate) fn secrets() -> Value {
+    json!({
+        "webhook_secret": format!("whsec_{}", b64(KEY)),
+        "api_key": "re_1",
+        "from_address": "s@acme.test",
+    })
+}
+
+/// The headers Resend would send with `body`.
+pub(crate) fn signed_headers(body: &[u8]) -> HeaderMap {
+    let ts = NOW.to_string();
+    let content = [format!("{WEBHOOK_ID}.{ts}.").as_bytes(), body].concat();
+    let sig = b64(&hmac_sha256(KEY, &content));
+    headers(&[
+        ("webhook-id", WEBHOOK_ID),
+        ("webhook-timestamp", &ts),
+        ("webhook-signature", &format!("v1,{sig}")),
+    ])
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn email_signed_bytes_never_panic(body in bytes()) {
+        signed(ChannelKind::Email, &body)?;
+    }
+
+    #[test]
+    fn email_webhook_mutations_never_panic(base in select(BASES), (edits, cut) in edits()) {
+        signed(ChannelKind::Email, &mutate(base, &edits, cut))?;
+    }
+}
 
 /// Tag soup: every construct the converter treats specially, whole and broken.
 #[rustfmt::skip]
@@ -49,18 +101,6 @@ proptest! {
         for line in text.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();
             prop_assert_eq!(words.join(" "), line, "whitespace not collapsed");
-        }
-    }
-
-    #[test]
-    fn cap_text_cuts_on_a_character_boundary(text in text(), max in 0..=MAX_LEN + 64) {
-        let capped = timed("cap_text", || cap_text(text.clone(), max))?;
-        if text.len() <= max {
-            prop_assert_eq!(capped, text);
-        } else {
-            prop_assert!(capped.len() <= max.max(TRUNCATED.len()));
-            let kept = capped.strip_suffix(TRUNCATED).expect("marked as cut");
-            prop_assert!(text.starts_with(kept));
         }
     }
 }

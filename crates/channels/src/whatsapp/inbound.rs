@@ -11,7 +11,7 @@ use crate::inbound::{
 };
 
 /// The WhatsApp-through-Twilio channel.
-pub struct Twilio;
+pub struct Whatsapp;
 
 /// Decodes the form body. Twilio signs the decoded parameters, not the bytes, so unlike
 /// the other channels the body has to be decoded before the signature can be checked.
@@ -52,7 +52,7 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-impl Channel for Twilio {
+impl Channel for Whatsapp {
     fn secret_fields(&self) -> &'static [&'static str] {
         &["account_sid", "auth_token", "from_number"]
     }
@@ -66,7 +66,8 @@ impl Channel for Twilio {
     /// connection, and answering 401 keeps a misrouted webhook from entering the wrong inbox.
     fn verify(&self, secrets: &Value, req: &InboundRequest<'_>) -> Result<(), InboundError> {
         let auth_token = secret(secrets, "auth_token")?;
-        let signature = header(req, "x-twilio-signature").ok_or(InboundError::MissingSignature)?;
+        let signature =
+            header(req, super::SIGNATURE_HEADER).ok_or(InboundError::MissingSignature)?;
         let params = form(req.body)?;
         verify_signature(auth_token, req.public_url, &params, signature)?;
         let account_sid = secret(secrets, "account_sid")?;

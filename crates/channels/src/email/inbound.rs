@@ -2,16 +2,12 @@
 //! Resend's payload shape has shifted over time, so parsing takes what it can find and
 //! falls back rather than refusing.
 
-pub mod received;
-mod text;
-
-pub use text::html_to_text;
-
 use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use super::text;
 use crate::inbound::{
     Channel, InboundError, InboundEvent, InboundMessage, InboundRequest, Verified, check_fresh,
     header, json_body, lenient, req_str, secret,

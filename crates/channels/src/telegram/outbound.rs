@@ -8,9 +8,9 @@ use reqwest::{Client, RequestBuilder};
 use serde_json::{Value, json};
 use url::Url;
 
-use super::{Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, secret};
+use crate::outbound::{Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, secret};
 
-pub(super) struct Api;
+pub(crate) struct Api;
 
 impl Outbound for Api {
     /// Only the first part quotes the customer's message: quoting it from every part of a
@@ -66,7 +66,7 @@ impl Outbound for Api {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::*;
+    use crate::outbound::testkit::*;
     use switchboard_domain::ChannelKind::Telegram;
 
     const TOKEN: &str = "123456:AAbot-token";

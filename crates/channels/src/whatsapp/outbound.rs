@@ -6,12 +6,14 @@
 use reqwest::{Client, RequestBuilder};
 use url::Url;
 
-use super::{Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, reply_str, secret};
+use crate::outbound::{
+    Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, reply_str, secret,
+};
 
 /// Twilio's "outside the 24-hour customer service window" error.
 const OUTSIDE_SESSION_WINDOW: i64 = 63016;
 
-pub(super) struct Api;
+pub(crate) struct Api;
 
 /// Twilio routes by the `whatsapp:` prefix: without it the number is an SMS number.
 fn whatsapp(number: &str) -> String {
@@ -77,7 +79,7 @@ impl Outbound for Api {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::*;
+    use crate::outbound::testkit::*;
     use base64::{Engine, engine::general_purpose::STANDARD};
     use switchboard_domain::ChannelKind::Whatsapp;
 

@@ -6,7 +6,9 @@ use reqwest::{Client, RequestBuilder};
 use serde_json::{Value, json};
 use url::Url;
 
-use super::{Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, reply_str, secret};
+use crate::outbound::{
+    Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, reply_str, secret,
+};
 
 /// Slack errors that say "not now" rather than "never". Everything else (`invalid_auth`,
 /// `channel_not_found`, `not_in_channel`, `is_archived`, `msg_too_long`, unknown codes…)
@@ -18,7 +20,7 @@ const TRANSIENT: [&str; 4] = [
     "request_timeout",
 ];
 
-pub(super) struct Api;
+pub(crate) struct Api;
 
 impl Outbound for Api {
     /// Threaded when the customer wrote in (or started) a thread, so the answer sits under
@@ -31,7 +33,7 @@ impl Outbound for Api {
     ) -> Result<RequestBuilder, FieldError> {
         let token = secret(req, "bot_token")?;
         let mut body = json!({"channel": reply_str(req, "channel")?, "text": req.text});
-        if let Some(thread_ts) = super::non_empty(req.reply_to, "thread_ts") {
+        if let Some(thread_ts) = crate::outbound::non_empty(req.reply_to, "thread_ts") {
             body["thread_ts"] = Value::from(thread_ts);
         }
         let url = endpoint(req.channel, base, &["chat.postMessage"])?;
@@ -70,7 +72,7 @@ impl Outbound for Api {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::*;
+    use crate::outbound::testkit::*;
     use switchboard_domain::ChannelKind::Slack;
 
     fn secrets() -> serde_json::Value {

@@ -1,5 +1,5 @@
 //! System mail through Resend's `POST /emails`: the request the email channel makes
-//! (`outbound::email`), with the service's own key and sender, read with the same cap and
+//! (`email::outbound`), with the service's own key and sender, read with the same cap and
 //! classified by the same statuses as every provider call.
 
 use std::time::Duration;

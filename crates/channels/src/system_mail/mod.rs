@@ -1,7 +1,7 @@
-//! System mail: what the service itself sends (operators' alerts; later invitations and
+//! System mail: what the service itself sends (operators' alerts, invitations and
 //! password resets), through the one transport the configuration names, Resend or SMTP
 //! ([`switchboard_config::SystemMail`]). A connection's email channel is not this: it
-//! answers customers with the connection's own Resend key (`outbound::email`).
+//! answers customers with the connection's own Resend key (`email::outbound`).
 //!
 //! Nothing here retries or queues: a failed send says whether trying again can help
 //! ([`MailError::is_retryable`]) and the caller, which knows what the mail is worth,

@@ -7,14 +7,14 @@ use reqwest::{Client, RequestBuilder};
 use serde_json::json;
 use url::Url;
 
-use super::{
+use crate::outbound::{
     Answer, FieldError, Outbound, PartOutcome, PartRequest, endpoint, non_empty, reply_str, secret,
 };
 
 /// Used when the inbound email had no subject to answer to.
 const FALLBACK_SUBJECT: &str = "Re: your message";
 
-pub(super) struct Api;
+pub(crate) struct Api;
 
 impl Outbound for Api {
     fn build(
@@ -75,7 +75,7 @@ impl Outbound for Api {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::*;
+    use crate::outbound::testkit::*;
     use switchboard_domain::ChannelKind::Email;
 
     fn secrets() -> serde_json::Value {
