@@ -3,8 +3,9 @@
 # Node. This script keeps what is committed honest:
 #
 # - src/api-types.ts is generated (openapi-typescript) from openapi.json, the server's
-#   OpenAPI document, which the Rust test `openapi::the_console_copy_of_the_document_is_current`
-#   keeps equal to what /openapi.json serves (SB_WRITE_OPENAPI=1 rewrites it);
+#   OpenAPI document, which the Rust test
+#   `operations::openapi::the_console_copy_of_the_document_is_current` keeps equal to what
+#   /openapi.json serves (SB_WRITE_OPENAPI=1 rewrites it);
 # - the sources type-check and their unit tests (vitest, src/*.test.ts) pass;
 # - dist/ is what the sources build to.
 #

@@ -38,9 +38,8 @@ cd "$(dirname "$0")/.."
 . scripts/lib-topology.sh
 
 topology="${SB_TOPOLOGY:-plain}"
-# The tests a tls-pooler or managed run picks when given no arguments: a regex on test names,
-# used as the nextest filterset test(/…/) (and split at | into cargo test filters without
-# nextest). Add a name, or a word every such test's name has, to run more.
+# The tests a tls-pooler or managed run picks when given no arguments: a regex on test names
+# (see named below). Add a name, or a word every such test's name has, to run more.
 case "$topology" in
   plain) topology_tests='' ;;
   tls-pooler) topology_tests='multi_pod|kill|topology|restart|realtime|tls' ;;
@@ -171,6 +170,32 @@ if [ -z "${NEXTEST_TEST_THREADS:-}" ]; then
   export NEXTEST_TEST_THREADS
 fi
 
+# A regex on test names as a nextest filterset: the tests whose names match $1. The
+# integration tests (the `it` binaries) are in folders laid out like the spec, and their
+# names start with the folder (`f4_realtime::`, `topology::`), which says where a test is,
+# not what it needs: for them the regex is matched on what follows the folder.
+named() {
+  echo "((binary(it) and test(/^[^:]+::.*($1)/)) or (not binary(it) and test(/$1/)))"
+}
+# Without nextest (cargo test's filters are substrings, folder included): the full names of
+# the tests that `named "$1"` picks, one a line.
+names() {
+  local it rest
+  it=$(cargo test --quiet --workspace --test it -- --list --format terse) || return
+  rest=$(cargo test --quiet --workspace --lib --bins -- --list --format terse) || return
+  {
+    sed -n 's/: test$//p' <<<"$it" | grep -E "^[^:]+::.*($1)" || true
+    sed -n 's/: test$//p' <<<"$rest" | grep -E "$1" || true
+  } | sort -u
+}
+# Without nextest: runs exactly the tests named on stdin (none when it is empty).
+run_named() {
+  local picked
+  mapfile -t picked
+  [ "${#picked[@]}" -gt 0 ] || return 0
+  cargo test --no-fail-fast --workspace -- --exact "${picked[@]}"
+}
+
 # The topology test restarts the test Postgres under load: every other test's connections
 # would be cut with it. It runs alone, after the others (whole runs only). It is picked from
 # the whole workspace by name, not with `-p switchboard`: one package alone unifies its
@@ -178,9 +203,9 @@ fi
 alone='topology'
 run_alone() {
   if command -v cargo-nextest >/dev/null 2>&1; then
-    cargo nextest run --no-fail-fast --workspace -E "test(/$alone/)"
+    cargo nextest run --no-fail-fast --workspace -E "$(named "$alone")"
   else
-    cargo test --no-fail-fast --workspace --test it -- "$alone"
+    names "$alone" | run_named
   fi
 }
 
@@ -188,10 +213,9 @@ if [ "$topology" != plain ] && [ "$#" -eq 0 ]; then
   status=0
   if command -v cargo-nextest >/dev/null 2>&1; then
     cargo nextest run --no-fail-fast --workspace \
-      -E "test(/$topology_tests/) and not test(/$alone/)" || status=$?
+      -E "$(named "$topology_tests") and not $(named "$alone")" || status=$?
   else
-    IFS='|' read -r -a filters <<<"$topology_tests"
-    cargo test --no-fail-fast --workspace -- "${filters[@]}" --skip "$alone" || status=$?
+    names "$topology_tests" | { grep -vxF -f <(names "$alone") || true; } | run_named || status=$?
   fi
   run_alone || status=$?
   exit "$status"
@@ -207,12 +231,13 @@ whole=0
 status=0
 if command -v cargo-nextest >/dev/null 2>&1; then
   if [ "$whole" = 1 ]; then
-    cargo nextest run --no-fail-fast "$@" -E "not test(/$alone/)" || status=$?
+    cargo nextest run --no-fail-fast "$@" -E "not $(named "$alone")" || status=$?
   else
     cargo nextest run --no-fail-fast "$@" || status=$?
   fi
 elif [ "$whole" = 1 ]; then
-  cargo test --no-fail-fast "$@" -- --skip "$alone" || status=$?
+  mapfile -t skips < <(names "$alone" | sed 's/^/--skip\n/')
+  cargo test --no-fail-fast "$@" -- --exact "${skips[@]}" || status=$?
 else
   cargo test --no-fail-fast "$@" || status=$?
 fi

@@ -172,17 +172,17 @@ impl Endpoint {
         (r.status().as_u16(), r.text().await.unwrap_or_default())
     }
 
+    /// `POST {path}` with a JSON body and without credentials: the status and the JSON body
+    /// (`null` when there is none).
+    pub async fn post_anonymous(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self.client.post(self.url(path)).json(&body).send().await;
+        crate::user::answer(r.unwrap_or_else(|e| panic!("POST {path}: {e}"))).await
+    }
+
     /// `POST /auth/login` as it is: the status and the body.
     pub async fn try_login(&self, email: &str, password: &str) -> (u16, Value) {
-        let r = self
-            .client
-            .post(self.url("/auth/login"))
-            .json(&json!({"email": email, "password": password}))
-            .send()
-            .await
-            .expect("login request");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        let body = json!({"email": email, "password": password});
+        self.post_anonymous("/auth/login", body).await
     }
 
     /// Logs in and returns the bearer token.

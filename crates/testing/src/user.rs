@@ -35,9 +35,17 @@ impl Endpoint {
 }
 
 /// The status and the JSON body (`null` when there is none).
-async fn answer(response: reqwest::Response) -> (u16, Value) {
+pub(crate) async fn answer(response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The status, the JSON body and the `ETag`, if any.
+async fn answer_tagged(response: reqwest::Response) -> (u16, Value, Option<String>) {
+    let etag = response.headers().get("etag").and_then(|v| v.to_str().ok());
+    let etag = etag.map(str::to_owned);
+    let (status, body) = answer(response).await;
+    (status, body, etag)
 }
 
 impl User<'_> {
@@ -53,6 +61,12 @@ impl User<'_> {
     pub async fn get(self, path: &str) -> (u16, Value) {
         let r = self.request(reqwest::Method::GET, path).send().await;
         answer(r.unwrap_or_else(|e| panic!("GET {path}: {e}"))).await
+    }
+
+    /// `GET {path}`, with the answer's `ETag`.
+    pub async fn get_tagged(self, path: &str) -> (u16, Value, Option<String>) {
+        let r = self.request(reqwest::Method::GET, path).send().await;
+        answer_tagged(r.unwrap_or_else(|e| panic!("GET {path}: {e}"))).await
     }
 
     /// `POST {path}` with a JSON body.
@@ -132,6 +146,20 @@ impl User<'_> {
     pub async fn act(self, item: Uuid, action: &str, body: Value) -> (u16, Value) {
         self.post(&format!("/expert-queue/{item}/{action}"), body)
             .await
+    }
+
+    /// `POST /expert-queue/{item}/{action}` with `If-Match: tag`, and the answer's `ETag`.
+    pub async fn act_if_match(
+        self,
+        item: Uuid,
+        action: &str,
+        body: Value,
+        tag: &str,
+    ) -> (u16, Value, Option<String>) {
+        let path = format!("/expert-queue/{item}/{action}");
+        let request = self.request(reqwest::Method::POST, &path);
+        let r = request.header("If-Match", tag).json(&body).send().await;
+        answer_tagged(r.unwrap_or_else(|e| panic!("POST {path}: {e}"))).await
     }
 
     /// `POST /expert-queue/{item}/release` with `body` (the draft when `None`).

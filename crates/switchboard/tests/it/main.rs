@@ -1,17 +1,9 @@
-//! Process-level tests of the `switchboard` binary: the CLI contract, production start-up
-//! invariants, graceful shutdown on SIGTERM, and pods killed mid-work.
+//! Process-level tests of the `switchboard` binary: `operations` (the CLI contract,
+//! production start-up invariants, graceful shutdown on SIGTERM) and `topology` (pods killed
+//! mid-work, the deployment under disruption). The helpers below are shared by both.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod admin;
-mod autopilot_kill;
-mod erasure_kill;
-mod invariants;
-mod kill;
-mod outbound_kill;
-mod reencrypt;
-mod release_kill;
-mod scheduler_kill;
-mod shutdown;
+mod operations;
 mod topology;
 
 use std::collections::HashMap;

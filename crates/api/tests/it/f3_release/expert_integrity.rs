@@ -10,7 +10,7 @@ use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_testing::fakes::{agent_responding, newest_customer_line};
 use switchboard_testing::signing::slack_message;
-use switchboard_testing::{TestApp, TestPod, eventually, settled};
+use switchboard_testing::{TestApp, TestPod, User, eventually, settled};
 use uuid::Uuid;
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
@@ -93,23 +93,12 @@ impl Stack {
         id
     }
 
-    /// `GET /expert-queue/{item}` with its `ETag`.
+    /// `GET /expert-queue/{item}` (on pod B) with its `ETag`.
     async fn show(&self, item: Uuid) -> (Value, String) {
-        let response = self
-            .b()
-            .as_user(&self.expert)
-            .request(reqwest::Method::GET, &format!("/expert-queue/{item}"))
-            .send()
-            .await
-            .expect("show");
-        assert_eq!(response.status(), 200);
-        let tag = response
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .expect("ETag")
-            .to_owned();
-        (response.json().await.expect("json"), tag)
+        let expert = self.b().as_user(&self.expert);
+        let (status, view, tag) = expert.get_tagged(&format!("/expert-queue/{item}")).await;
+        assert_eq!(status, 200, "{view}");
+        (view, tag.expect("ETag"))
     }
 
     /// Awaits the item's view satisfying `done` (20 s at most); returns it.
@@ -120,28 +109,9 @@ impl Stack {
         view
     }
 
-    /// `POST /expert-queue/{item}/{action}` on pod `a` with an optional `If-Match`.
-    async fn act(
-        &self,
-        item: Uuid,
-        action: &str,
-        body: Value,
-        if_match: Option<&str>,
-    ) -> (u16, Value) {
-        let path = format!("/expert-queue/{item}/{action}");
-        let mut request = self
-            .a()
-            .as_user(&self.expert)
-            .request(reqwest::Method::POST, &path)
-            .json(&body);
-        if let Some(tag) = if_match {
-            request = request.header("If-Match", tag);
-        }
-        let response = request.send().await.expect("action");
-        (
-            response.status().as_u16(),
-            response.json().await.unwrap_or(Value::Null),
-        )
+    /// The expert's requests on pod A.
+    fn expert(&self) -> User<'_> {
+        self.a().as_user(&self.expert)
     }
 
     async fn count(&self, sql: &str) -> i64 {
@@ -174,7 +144,10 @@ async fn a_draft_replaced_since_the_expert_looked_is_refused_with_412_and_sent_o
         .await;
     s.until(item, "redrafted", |v| draft_text(v) == Some("Draft two"))
         .await;
-    let (status, body) = s.act(item, "release", json!({}), Some(&seen_tag)).await;
+    let (status, body, _) = s
+        .expert()
+        .act_if_match(item, "release", json!({}), &seen_tag)
+        .await;
     assert_eq!(status, 412, "{body}");
     assert_eq!(body["code"], "precondition_failed");
     assert_eq!(body["current"]["draft"]["text"], "Draft two");
@@ -186,16 +159,19 @@ async fn a_draft_replaced_since_the_expert_looked_is_refused_with_412_and_sent_o
 
     // Reviewed again: the current draft goes, once.
     let (_, tag) = s.show(item).await;
-    let (status, body) = s.act(item, "release", json!({}), Some(&tag)).await;
+    let (status, body, _) = s
+        .expert()
+        .act_if_match(item, "release", json!({}), &tag)
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["message"]["body"], "Draft two");
     assert!(
         body["item"]["draft"].is_null(),
         "a released draft is retired: {body}"
     );
-    let (status, body) = s.act(item, "reopen", json!({}), None).await;
+    let (status, body) = s.expert().act(item, "reopen", json!({})).await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = s.act(item, "release", json!({}), None).await;
+    let (status, body) = s.expert().act(item, "release", json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "no_draft");
     assert_eq!(s.count("SELECT count(*) FROM outbox").await, 1);
@@ -229,17 +205,17 @@ async fn a_draft_of_an_older_message_is_refused_and_a_slow_draft_never_replaces_
     let inbound = "SELECT count(*) FROM messages WHERE direction = 'inbound'";
     s.at_least(inbound, 3, "the third message was not stored")
         .await;
-    let (status, body) = s.act(item, "release", json!({}), None).await;
+    let (status, body) = s.expert().act(item, "release", json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "stale_draft");
     assert_eq!(body["current"]["draft"]["text"], "Draft two");
     // What the expert writes is always theirs to send.
     let (status, body) = s
+        .expert()
         .act(
             item,
             "release",
             json!({"body": "Checking all three for you."}),
-            None,
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -358,13 +334,13 @@ async fn reopening_beside_a_newer_live_item_is_409_with_that_item() {
     let item = s.item().await;
     s.until(item, "drafted", |v| draft_text(v) == Some("Draft one"))
         .await;
-    let (status, body) = s.act(item, "resolve", json!({}), None).await;
+    let (status, body) = s.expert().act(item, "resolve", json!({})).await;
     assert_eq!(status, 200, "{body}");
     s.customer_writes("1700000003.000002", "second question")
         .await;
     let newer = s.item().await;
     assert_ne!(newer, item);
-    let (status, body) = s.act(item, "reopen", json!({}), None).await;
+    let (status, body) = s.expert().act(item, "reopen", json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["current"]["status"], "resolved");
     assert_eq!(body["current"]["live_item_id"], json!(newer));
@@ -382,34 +358,25 @@ async fn if_match_is_checked_after_the_state_and_a_bad_one_changes_nothing() {
         .await;
     let (view, tag) = s.show(item).await;
     for bad in ["3", "\"three\"", "\"1\", \"2\""] {
-        let (status, body) = s.act(item, "claim", json!({}), Some(bad)).await;
+        let (status, body, _) = s.expert().act_if_match(item, "claim", json!({}), bad).await;
         assert_eq!(status, 400, "{bad}: {body}");
         assert_eq!(body["code"], "invalid_if_match");
     }
     assert_eq!(s.show(item).await.0["version"], view["version"]);
     // A state the action cannot start from is a 409, whatever the version said.
-    let (status, body) = s.act(item, "unclaim", json!({}), Some("\"999\"")).await;
+    let (status, body, _) = s
+        .expert()
+        .act_if_match(item, "unclaim", json!({}), "\"999\"")
+        .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "conflict");
     // The right version: the action, and the new ETag.
-    let response = s
-        .a()
-        .as_user(&s.expert)
-        .request(
-            reqwest::Method::POST,
-            &format!("/expert-queue/{item}/claim"),
-        )
-        .header("If-Match", &tag)
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("claim");
-    assert_eq!(response.status(), 200);
-    let new_tag = response.headers()["etag"]
-        .to_str()
-        .expect("etag")
-        .to_owned();
-    let body: Value = response.json().await.expect("json");
+    let (status, body, new_tag) = s
+        .expert()
+        .act_if_match(item, "claim", json!({}), &tag)
+        .await;
+    assert_eq!(status, 200);
+    let new_tag = new_tag.expect("etag");
     assert_eq!(new_tag, format!("\"{}\"", body["item"]["version"]));
     let expert = s.b().as_user(&s.expert);
     let (status, _) = expert.get(&format!("/expert-queue/{item}")).await;

@@ -2,7 +2,7 @@
 //! Redis is down (login keeps working, one alert), the login limits' order, backpressure, and
 //! metrics labels no request can multiply.
 
-use crate::alerts::Alerts;
+use crate::support::alerts::Alerts;
 use futures::StreamExt;
 use serde_json::Value;
 use std::time::{Duration, Instant};

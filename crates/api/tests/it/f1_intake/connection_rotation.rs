@@ -34,9 +34,8 @@ impl Events {
     }
 }
 
-/// Posts `signed` to `pod`; the status, having checked that a 200 stored a new event.
-async fn post(pod: &TestPod, path: &str, signed: &Signed) -> u16 {
-    let (status, body) = pod.send_webhook(path, signed).await;
+/// A webhook's status, having checked that a 200 stored a new event.
+fn checked((status, body): (u16, String)) -> u16 {
     if status == 200 {
         assert!(body.contains("accepted"), "{body}");
     }
@@ -49,7 +48,10 @@ async fn cached_on(pod: &TestPod, path: &str, events: &Events) {
     let cache = &pod.server.state().connections;
     let served_from_cache = || async {
         let before = cache.queries();
-        assert_eq!(post(pod, path, &events.slack(SLACK_SECRET)).await, 200);
+        assert_eq!(
+            checked(pod.send_webhook(path, &events.slack(SLACK_SECRET)).await),
+            200
+        );
         (cache.queries() == before).then_some(())
     };
     eventually(
@@ -64,7 +66,7 @@ async fn cached_on(pod: &TestPod, path: &str, events: &Events) {
 /// cache's 60 s TTL: a change reaches the pod by its invalidation, not by expiry); the last
 /// status.
 async fn answers(pod: &TestPod, path: &str, events: &Events, secret: &str, want: u16) -> u16 {
-    let send = || async { post(pod, path, &events.slack(secret)).await };
+    let send = || async { checked(pod.send_webhook(path, &events.slack(secret)).await) };
     settled(Duration::from_secs(5), send, |s| *s == want).await
 }
 
@@ -98,7 +100,9 @@ async fn a_signing_secret_rotated_on_one_pod_verifies_with_either_secret_on_ever
         let (mut statuses, mut after) = (Vec::new(), 0);
         while after < 5 {
             after += u32::from(rotated.load(Ordering::SeqCst));
-            statuses.push(post(b, &path, &events.slack(SLACK_SECRET)).await);
+            statuses.push(checked(
+                b.send_webhook(&path, &events.slack(SLACK_SECRET)).await,
+            ));
         }
         statuses
     };
@@ -107,16 +111,28 @@ async fn a_signing_secret_rotated_on_one_pod_verifies_with_either_secret_on_ever
     assert!(meanwhile.iter().all(|s| *s == 200), "{meanwhile:?}");
 
     // A dropped its own copy before answering; B drops its copy when A's notice arrives.
-    assert_eq!(post(a, &path, &events.slack(NEW_SECRET)).await, 200);
+    assert_eq!(
+        checked(a.send_webhook(&path, &events.slack(NEW_SECRET)).await),
+        200
+    );
     let started = Instant::now();
     assert_eq!(answers(b, &path, &events, NEW_SECRET, 200).await, 200);
     assert!(started.elapsed() < Duration::from_secs(5));
 
     // From then on either secret verifies on either pod, and nothing else does.
     for pod in [a, b, a, b] {
-        assert_eq!(post(pod, &path, &events.slack(SLACK_SECRET)).await, 200);
-        assert_eq!(post(pod, &path, &events.slack(NEW_SECRET)).await, 200);
-        assert_eq!(post(pod, &path, &events.slack("a-guess")).await, 401);
+        assert_eq!(
+            checked(pod.send_webhook(&path, &events.slack(SLACK_SECRET)).await),
+            200
+        );
+        assert_eq!(
+            checked(pod.send_webhook(&path, &events.slack(NEW_SECRET)).await),
+            200
+        );
+        assert_eq!(
+            checked(pod.send_webhook(&path, &events.slack("a-guess")).await),
+            401
+        );
     }
 }
 
@@ -143,7 +159,10 @@ async fn the_old_secret_stops_verifying_at_its_expiry_though_nothing_removed_it(
     // Within the overlap both verify, on both pods (A once B's notice has reached it).
     assert_eq!(answers(a, &path, &events, NEW_SECRET, 200).await, 200);
     for pod in [a, b] {
-        assert_eq!(post(pod, &path, &events.slack(SLACK_SECRET)).await, 200);
+        assert_eq!(
+            checked(pod.send_webhook(&path, &events.slack(SLACK_SECRET)).await),
+            200
+        );
     }
     assert!(
         Utc::now() < expires_at,
@@ -152,11 +171,15 @@ async fn the_old_secret_stops_verifying_at_its_expiry_though_nothing_removed_it(
 
     // At the expiry the old one is refused everywhere, and the new one still verifies.
     for pod in [a, b] {
-        let refused = || async { post(pod, &path, &events.slack(SLACK_SECRET)).await };
+        let refused =
+            || async { checked(pod.send_webhook(&path, &events.slack(SLACK_SECRET)).await) };
         let status = settled(Duration::from_secs(10), refused, |s| *s == 401).await;
         assert_eq!(status, 401);
         assert!(Utc::now() >= expires_at, "refused before its expiry");
-        assert_eq!(post(pod, &path, &events.slack(NEW_SECRET)).await, 200);
+        assert_eq!(
+            checked(pod.send_webhook(&path, &events.slack(NEW_SECRET)).await),
+            200
+        );
     }
     let (status, error) = a.send_webhook(&path, &events.slack(SLACK_SECRET)).await;
     assert_eq!(status, 401);
@@ -175,7 +198,10 @@ async fn the_old_secret_stops_verifying_at_its_expiry_though_nothing_removed_it(
     let (status, _) = admin.patch(&conn, json!({"name": "slack-renamed"})).await;
     assert_eq!(status, 200);
     assert_eq!(app.db.count(stored).await, 0);
-    assert_eq!(post(b, &path, &events.slack(NEW_SECRET)).await, 200);
+    assert_eq!(
+        checked(b.send_webhook(&path, &events.slack(NEW_SECRET)).await),
+        200
+    );
 }
 
 #[tokio::test]
@@ -433,7 +459,10 @@ async fn invalid_changes_are_refused_and_write_nothing() {
     assert_eq!(rows().await, before, "a refused change wrote nothing");
     assert_eq!(updates(&app.db).await, 0);
     let signed = signing::slack(SLACK_SECRET, "EvStill", "U1", "1700000000.000001", "hi");
-    assert_eq!(post(pod, &org.webhook("slack"), &signed).await, 200);
+    assert_eq!(
+        checked(pod.send_webhook(&org.webhook("slack"), &signed).await),
+        200
+    );
 }
 
 #[tokio::test]
@@ -498,17 +527,17 @@ async fn every_channels_webhook_secret_rotates_with_an_overlap() {
     for (((channel, _, new), old), guess) in rotations.into_iter().zip(old).zip(guesses) {
         let path = org.webhook(channel);
         assert_eq!(
-            post(pod, &path, &signed(channel, old)).await,
+            checked(pod.send_webhook(&path, &signed(channel, old)).await),
             200,
             "{channel} old"
         );
         assert_eq!(
-            post(pod, &path, &signed(channel, new)).await,
+            checked(pod.send_webhook(&path, &signed(channel, new)).await),
             200,
             "{channel} new"
         );
         assert_eq!(
-            post(pod, &path, &signed(channel, guess)).await,
+            checked(pod.send_webhook(&path, &signed(channel, guess)).await),
             401,
             "{channel} guess"
         );

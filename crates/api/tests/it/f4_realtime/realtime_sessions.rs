@@ -1,7 +1,7 @@
 //! A live Socket.IO connection lasts no longer than its right to exist: it is closed when
 //! its token expires, and when the user's membership is removed (on every pod). The other
 //! revocations (logout, logout everywhere, Redis away, racing handshakes) are in
-//! `revocation.rs`.
+//! `team/revocation.rs`.
 
 use std::time::Duration;
 use switchboard_domain::Role;

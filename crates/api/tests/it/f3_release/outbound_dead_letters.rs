@@ -1,7 +1,7 @@
 //! Dead letters: the dead-letter worker's retries until `dead` with exactly one alert
 //! across pods, and the admin endpoints (list, retry, audit, 403 for everyone else).
 
-use crate::alerts::{alerts_for, capture};
+use crate::support::alerts::{alerts_for, capture};
 use serde_json::{Value, json};
 use switchboard_domain::Role;
 use switchboard_testing::{TestApp, delivery, seed_item, wait_outbox};

@@ -6,7 +6,7 @@
 //! so each interleaving happens exactly where the test puts it: a fault point stops the job
 //! after the provider accepted a part, another pod takes the row over, then the job goes on.
 
-use crate::alerts::{alerts_for, capture};
+use crate::support::alerts::{alerts_for, capture};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use switchboard_api::error::ApiError;

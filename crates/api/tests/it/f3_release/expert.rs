@@ -73,31 +73,6 @@ async fn outbound_jobs(pod: &TestPod) -> usize {
         .total()
 }
 
-/// `POST {path}` as `token`, with an Idempotency-Key when `key` is given.
-async fn post(
-    pod: &TestPod,
-    token: &str,
-    path: &str,
-    body: Value,
-    key: Option<&str>,
-) -> (u16, Value) {
-    let user = pod.as_user(token);
-    match key {
-        Some(key) => user.post_with_key(path, body, key).await,
-        None => user.post(path, body).await,
-    }
-}
-
-/// `GET {path}` as `token`.
-async fn get(pod: &TestPod, token: &str, path: &str) -> (u16, Value) {
-    pod.as_user(token).get(path).await
-}
-
-/// `POST /expert-queue/{item}/{action}` as `token`.
-async fn act(pod: &TestPod, token: &str, item: Uuid, action: &str, body: Value) -> (u16, Value) {
-    pod.as_user(token).act(item, action, body).await
-}
-
 #[tokio::test]
 async fn ten_concurrent_releases_over_two_pods_send_one_reply() {
     let org = Org::start().await;
@@ -105,7 +80,7 @@ async fn ten_concurrent_releases_over_two_pods_send_one_reply() {
     let tokens = [&org.expert, &org.other_expert, &org.admin];
     let releases = (0..10).map(|i| {
         let pod = if i % 2 == 0 { org.a() } else { org.b() };
-        act(pod, tokens[i % 3], item, "release", json!({}))
+        pod.as_user(tokens[i % 3]).act(item, "release", json!({}))
     });
     let results = join_all(releases).await;
     let ok: Vec<&(u16, Value)> = results.iter().filter(|(s, _)| *s == 200).collect();
@@ -144,26 +119,18 @@ async fn ten_concurrent_releases_over_two_pods_send_one_reply() {
 #[tokio::test]
 async fn an_edited_release_and_a_respond_are_the_experts_words() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
+    let expert_b = org.b().as_user(&org.expert);
     let items = org.seed_items(2).await;
-    let (s, edited) = act(
-        org.a(),
-        &org.expert,
-        items[0],
-        "release",
-        json!({"body": "Tomorrow, by noon."}),
-    )
-    .await;
+    let (s, edited) = expert
+        .act(items[0], "release", json!({"body": "Tomorrow, by noon."}))
+        .await;
     assert_eq!(s, 200, "{edited}");
     assert_eq!(edited["message"]["author"], "expert");
     assert_eq!(edited["message"]["body"], "Tomorrow, by noon.");
-    let (s, own) = act(
-        org.b(),
-        &org.expert,
-        items[1],
-        "respond",
-        json!({"body": "Let me check."}),
-    )
-    .await;
+    let (s, own) = expert_b
+        .act(items[1], "respond", json!({"body": "Let me check."}))
+        .await;
     assert_eq!(s, 200, "{own}");
     assert_eq!(own["message"]["author"], "expert");
     // Bad input changes nothing.
@@ -173,28 +140,21 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
         ("release", json!({"body": ""})),
     ] {
         let fresh = org.seed_items(1).await[0];
-        let (s, e) = act(org.a(), &org.expert, fresh, action, body.clone()).await;
+        let (s, e) = expert.act(fresh, action, body.clone()).await;
         assert_eq!(s, 422, "{action} {body}: {e}");
-        let (_, item) = get(org.a(), &org.expert, &format!("/expert-queue/{fresh}")).await;
+        let (_, item) = expert.get(&format!("/expert-queue/{fresh}")).await;
         assert_eq!(item["status"], "pending");
     }
-    let (s, e) = post(
-        org.a(),
-        &org.expert,
-        &format!("/expert-queue/{}/release", items[0]),
-        json!("nope"),
-        None,
-    )
-    .await;
+    let (s, e) = expert
+        .post(
+            &format!("/expert-queue/{}/release", items[0]),
+            json!("nope"),
+        )
+        .await;
     assert_eq!((s, e["code"].as_str()), (400, Some("invalid_json")));
     // The conversation shows the reply with its delivery status, newest first.
     let conversation = edited["item"]["conversation_id"].as_str().unwrap();
-    let (s, view) = get(
-        org.a(),
-        &org.expert,
-        &format!("/conversations/{conversation}"),
-    )
-    .await;
+    let (s, view) = expert.get(&format!("/conversations/{conversation}")).await;
     assert_eq!(s, 200, "{view}");
     assert_eq!(view["messages"][0]["direction"], "outbound");
     assert_eq!(view["messages"][0]["delivery"]["status"], "queued");
@@ -211,12 +171,13 @@ async fn an_edited_release_and_a_respond_are_the_experts_words() {
 #[tokio::test]
 async fn a_fault_at_any_step_of_the_release_leaves_nothing_behind() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
     let item = org.seed_items(1).await[0];
     let faults = &org.a().server.state().flows.faults;
     let audit_before = org.count("SELECT count(*) FROM audit_log").await;
     for step in [Step::AfterTransition, Step::AfterOutbox, Step::AfterEvents] {
         faults.arm(step, Fault::Fail);
-        let (s, e) = act(org.a(), &org.expert, item, "release", json!({})).await;
+        let (s, e) = expert.act(item, "release", json!({})).await;
         assert_eq!(s, 500, "{step:?}: {e}");
         assert_eq!(
             org.count("SELECT count(*) FROM messages WHERE direction = 'outbound'")
@@ -240,7 +201,7 @@ async fn a_fault_at_any_step_of_the_release_leaves_nothing_behind() {
             audit_before,
             "{step:?}"
         );
-        let (_, now) = get(org.a(), &org.expert, &format!("/expert-queue/{item}")).await;
+        let (_, now) = expert.get(&format!("/expert-queue/{item}")).await;
         assert_eq!(
             (now["status"].as_str(), now["version"].as_i64()),
             (Some("pending"), Some(1)),
@@ -248,7 +209,7 @@ async fn a_fault_at_any_step_of_the_release_leaves_nothing_behind() {
         );
     }
     faults.disarm();
-    let (s, _) = act(org.a(), &org.expert, item, "release", json!({})).await;
+    let (s, _) = expert.act(item, "release", json!({})).await;
     assert_eq!(s, 200);
     assert_eq!(outbound_jobs(org.a()).await, 1);
 }
@@ -256,11 +217,15 @@ async fn a_fault_at_any_step_of_the_release_leaves_nothing_behind() {
 #[tokio::test]
 async fn the_state_machine_refuses_every_illegal_transition_with_the_current_state() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
+    let expert_b = org.b().as_user(&org.expert);
+    let other_b = org.b().as_user(&org.other_expert);
+    let admin = org.a().as_user(&org.admin);
     let items = org.seed_items(3).await;
     let future = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
     // pending: unclaim and reopen are illegal.
     for action in ["unclaim", "reopen"] {
-        let (s, e) = act(org.a(), &org.expert, items[0], action, json!({})).await;
+        let (s, e) = expert.act(items[0], action, json!({})).await;
         assert_eq!(s, 409, "{action}: {e}");
         assert_eq!(
             e["current"],
@@ -269,12 +234,12 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
     }
     // Claimed by the expert: the same expert again is a no-op 200; the other one gets 409
     // for claim, release, respond, snooze and resolve.
-    let (s, claimed) = act(org.a(), &org.expert, items[0], "claim", json!({})).await;
+    let (s, claimed) = expert.act(items[0], "claim", json!({})).await;
     assert_eq!(
         (s, claimed["item"]["status"].as_str()),
         (200, Some("claimed"))
     );
-    let (s, again) = act(org.b(), &org.expert, items[0], "claim", json!({})).await;
+    let (s, again) = expert_b.act(items[0], "claim", json!({})).await;
     assert_eq!(
         (s, again["item"]["version"].as_i64()),
         (200, Some(2)),
@@ -288,117 +253,84 @@ async fn the_state_machine_refuses_every_illegal_transition_with_the_current_sta
         ("resolve", json!({})),
         ("unclaim", json!({})),
     ] {
-        let (s, e) = act(org.b(), &org.other_expert, items[0], action, body).await;
+        let (s, e) = other_b.act(items[0], action, body).await;
         assert_eq!(s, 409, "{action}: {e}");
         assert_eq!(e["current"]["claimed_by"], json!(org.expert_id), "{action}");
         assert_eq!(e["current"]["status"], "claimed");
     }
     // An admin may take it back.
-    let (s, _) = act(org.a(), &org.admin, items[0], "unclaim", json!({})).await;
+    let (s, _) = admin.act(items[0], "unclaim", json!({})).await;
     assert_eq!(s, 200);
     // Snooze must be in the future; then snoozed → reopen → pending.
     let past = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
-    let (s, _) = act(
-        org.a(),
-        &org.expert,
-        items[1],
-        "snooze",
-        json!({"until": past}),
-    )
-    .await;
+    let (s, _) = expert.act(items[1], "snooze", json!({"until": past})).await;
     assert_eq!(s, 422);
-    let (s, snoozed) = act(
-        org.a(),
-        &org.expert,
-        items[1],
-        "snooze",
-        json!({"until": future}),
-    )
-    .await;
+    let (s, snoozed) = expert
+        .act(items[1], "snooze", json!({"until": future}))
+        .await;
     assert_eq!(
         (s, snoozed["item"]["status"].as_str()),
         (200, Some("snoozed"))
     );
     for action in ["claim", "release", "unclaim"] {
-        let (s, e) = act(org.a(), &org.expert, items[1], action, json!({})).await;
+        let (s, e) = expert.act(items[1], action, json!({})).await;
         assert_eq!(
             (s, e["current"]["status"].as_str()),
             (409, Some("snoozed")),
             "{action}"
         );
     }
-    let (s, _) = act(org.a(), &org.expert, items[1], "reopen", json!({})).await;
+    let (s, _) = expert.act(items[1], "reopen", json!({})).await;
     assert_eq!(s, 200);
     // resolved: only reopen.
-    let (s, _) = act(org.a(), &org.expert, items[2], "resolve", json!({})).await;
+    let (s, _) = expert.act(items[2], "resolve", json!({})).await;
     assert_eq!(s, 200);
     for action in ["claim", "release", "resolve", "snooze", "unclaim"] {
-        let (s, e) = act(
-            org.a(),
-            &org.expert,
-            items[2],
-            action,
-            json!({"until": future}),
-        )
-        .await;
+        let (s, e) = expert.act(items[2], action, json!({"until": future})).await;
         assert_eq!(
             (s, e["current"]["status"].as_str()),
             (409, Some("resolved")),
             "{action}"
         );
     }
-    let (s, reopened) = act(org.a(), &org.expert, items[2], "reopen", json!({})).await;
+    let (s, reopened) = expert.act(items[2], "reopen", json!({})).await;
     assert_eq!(
         (s, reopened["item"]["status"].as_str()),
         (200, Some("pending"))
     );
     // Assign is for admins, to members only.
-    let (s, _) = act(
-        org.a(),
-        &org.expert,
-        items[2],
-        "assign",
-        json!({"user_id": org.expert_id}),
-    )
-    .await;
+    let (s, _) = expert
+        .act(items[2], "assign", json!({"user_id": org.expert_id}))
+        .await;
     assert_eq!(s, 403);
-    let (s, _) = act(
-        org.a(),
-        &org.admin,
-        items[2],
-        "assign",
-        json!({"user_id": Uuid::new_v4()}),
-    )
-    .await;
+    let (s, _) = admin
+        .act(items[2], "assign", json!({"user_id": Uuid::new_v4()}))
+        .await;
     assert_eq!(s, 422);
-    let (s, assigned) = act(
-        org.a(),
-        &org.admin,
-        items[2],
-        "assign",
-        json!({"user_id": org.expert_id}),
-    )
-    .await;
+    let (s, assigned) = admin
+        .act(items[2], "assign", json!({"user_id": org.expert_id}))
+        .await;
     assert_eq!(
         (s, assigned["item"]["claimed_by"].clone()),
         (200, json!(org.expert_id))
     );
     // awaiting_client after a release: release again → 409; a customer message (F2) and
     // reopen bring it back.
-    let (s, _) = act(org.a(), &org.expert, items[2], "release", json!({})).await;
+    let (s, _) = expert.act(items[2], "release", json!({})).await;
     assert_eq!(s, 200);
-    let (s, e) = act(org.a(), &org.expert, items[2], "release", json!({})).await;
+    let (s, e) = expert.act(items[2], "release", json!({})).await;
     assert_eq!(
         (s, e["current"]["status"].as_str()),
         (409, Some("awaiting_client"))
     );
-    let (_, mine) = get(org.a(), &org.expert, "/expert-queue?assigned=me&status=all").await;
+    let (_, mine) = expert.get("/expert-queue?assigned=me&status=all").await;
     assert!(mine["items"].as_array().unwrap().is_empty(), "{mine}");
 }
 
 #[tokio::test]
 async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
     let seeded = org.seed_items(250).await;
     let mut seen: Vec<Uuid> = Vec::new();
     let mut cursor: Option<String> = None;
@@ -409,7 +341,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
             None => "/expert-queue?limit=50".to_owned(),
         };
         let pod = if pages % 2 == 0 { org.a() } else { org.b() };
-        let (s, page) = get(pod, &org.expert, &path).await;
+        let (s, page) = pod.as_user(&org.expert).get(&path).await;
         assert_eq!(s, 200, "{page}");
         for item in page["items"].as_array().unwrap() {
             seen.push(item["id"].as_str().unwrap().parse().unwrap());
@@ -429,7 +361,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
     assert_eq!(seen.len(), 270, "every item, old and new, exactly once");
     assert_eq!(&seen[..250], &seeded[..], "longest waiting first");
     // A row carries what the console shows.
-    let (_, first) = get(org.a(), &org.expert, "/expert-queue?limit=1").await;
+    let (_, first) = expert.get("/expert-queue?limit=1").await;
     let row = &first["items"][0];
     for field in [
         "id",
@@ -451,7 +383,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
     assert_eq!(row["draft"]["fallback"], false);
     assert_eq!(row["last_message"]["preview"], "Where is my order?");
     // Filters and bad input.
-    let (_, recent) = get(org.a(), &org.expert, "/expert-queue?order=recent&limit=1").await;
+    let (_, recent) = expert.get("/expert-queue?order=recent&limit=1").await;
     assert_ne!(recent["items"][0]["id"], row["id"]);
     for bad in [
         "status=nope",
@@ -461,7 +393,7 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
         "limit=0",
         "cursor=garbage",
     ] {
-        let (s, e) = get(org.a(), &org.expert, &format!("/expert-queue?{bad}")).await;
+        let (s, e) = expert.get(&format!("/expert-queue?{bad}")).await;
         assert!(s == 400 || s == 422, "{bad}: {s} {e}");
     }
 }
@@ -469,41 +401,31 @@ async fn pages_hold_every_item_exactly_once_while_new_ones_arrive() {
 #[tokio::test]
 async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
+    let expert_b = org.b().as_user(&org.expert);
+    let other = org.a().as_user(&org.other_expert);
+    let other_b = org.b().as_user(&org.other_expert);
     let items = org.seed_items(2).await;
     let path = format!("/expert-queue/{}/release", items[0]);
-    let (s1, first) = post(
-        org.a(),
-        &org.expert,
-        &path,
-        json!({"body": "Hi!"}),
-        Some("k-1"),
-    )
-    .await;
-    let (s2, replay) = post(
-        org.b(),
-        &org.expert,
-        &path,
-        json!({"body": "Hi!"}),
-        Some("k-1"),
-    )
-    .await;
+    let (s1, first) = expert
+        .post_with_key(&path, json!({"body": "Hi!"}), "k-1")
+        .await;
+    let (s2, replay) = expert_b
+        .post_with_key(&path, json!({"body": "Hi!"}), "k-1")
+        .await;
     assert_eq!((s1, s2), (200, 200));
     assert_eq!(first, replay);
-    let (s, e) = post(
-        org.b(),
-        &org.expert,
-        &path,
-        json!({"body": "Other"}),
-        Some("k-1"),
-    )
-    .await;
+    let (s, e) = expert_b
+        .post_with_key(&path, json!({"body": "Other"}), "k-1")
+        .await;
     assert_eq!((s, e["code"].as_str()), (422, Some("idempotency_mismatch")));
     assert_eq!(org.count("SELECT count(*) FROM outbox").await, 1);
     // Concurrent requests with one key: one effect; the others replay or are told to wait.
     let path = format!("/expert-queue/{}/release", items[1]);
     let results = join_all((0..6).map(|i| {
         let pod = if i % 2 == 0 { org.a() } else { org.b() };
-        post(pod, &org.expert, &path, json!({}), Some("k-2"))
+        pod.as_user(&org.expert)
+            .post_with_key(&path, json!({}), "k-2")
     }))
     .await;
     for (s, body) in &results {
@@ -514,21 +436,16 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
     }
     assert_eq!(org.count("SELECT count(*) FROM outbox").await, 2);
     // A refusal is an answer too: the replay of a 409 is the same 409.
-    let (s, conflict) = post(org.a(), &org.other_expert, &path, json!({}), Some("k-3")).await;
-    let (s2, again) = post(org.b(), &org.other_expert, &path, json!({}), Some("k-3")).await;
+    let (s, conflict) = other.post_with_key(&path, json!({}), "k-3").await;
+    let (s2, again) = other_b.post_with_key(&path, json!({}), "k-3").await;
     assert_eq!((s, s2), (409, 409));
     assert_eq!(conflict, again);
     // Keys are per user: another expert's same key is a new request.
-    let (s, e) = post(org.a(), &org.other_expert, &path, json!({}), Some("k-1")).await;
+    let (s, e) = other.post_with_key(&path, json!({}), "k-1").await;
     assert_eq!((s, e["code"].as_str()), (409, Some("conflict")));
-    let (s, e) = post(
-        org.a(),
-        &org.expert,
-        &path,
-        json!({}),
-        Some(&"x".repeat(300)),
-    )
-    .await;
+    let (s, e) = expert
+        .post_with_key(&path, json!({}), &"x".repeat(300))
+        .await;
     assert_eq!(
         (s, e["code"].as_str()),
         (400, Some("invalid_idempotency_key"))
@@ -538,8 +455,9 @@ async fn an_idempotency_key_replays_the_first_answer_from_any_pod() {
 #[tokio::test]
 async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
     let item = org.seed_items(1).await[0];
-    let (s, conversation) = get(org.a(), &org.expert, &format!("/expert-queue/{item}")).await;
+    let (s, conversation) = expert.get(&format!("/expert-queue/{item}")).await;
     assert_eq!(s, 200);
     let conversation = conversation["conversation_id"].as_str().unwrap().to_owned();
     let (_, email, password) = seed_member(&org.app.db, None, Role::Admin).await;
@@ -550,14 +468,14 @@ async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
         format!("/expert-queue?org_id={}", org.org),
         format!("/conversations?org_id={}", org.org),
     ] {
-        let (s, e) = get(org.a(), &stranger, &path).await;
+        let (s, e) = org.a().as_user(&stranger).get(&path).await;
         assert_eq!((s, e["code"].as_str()), (403, Some("forbidden")), "{path}");
     }
     for action in [
         "claim", "unclaim", "assign", "release", "respond", "resolve", "snooze", "reopen",
     ] {
         let body = json!({"user_id": org.expert_id, "body": "x", "until": "2999-01-01T00:00:00Z"});
-        let (s, e) = act(org.a(), &stranger, item, action, body).await;
+        let (s, e) = org.a().as_user(&stranger).act(item, action, body).await;
         assert_eq!(
             (s, e["code"].as_str()),
             (403, Some("forbidden")),
@@ -565,46 +483,36 @@ async fn another_orgs_items_are_forbidden_and_admin_routes_refuse_experts() {
         );
     }
     // The stranger's own lists are empty; unknown ids are 404.
-    let (_, own) = get(org.a(), &stranger, "/expert-queue").await;
+    let (_, own) = org.a().as_user(&stranger).get("/expert-queue").await;
     assert_eq!(own["items"], json!([]));
-    let (s, _) = get(
-        org.a(),
-        &org.expert,
-        &format!("/expert-queue/{}", Uuid::new_v4()),
-    )
-    .await;
+    let (s, _) = expert
+        .get(&format!("/expert-queue/{}", Uuid::new_v4()))
+        .await;
     assert_eq!(s, 404);
-    let (s, _) = act(org.a(), &org.expert, Uuid::new_v4(), "claim", json!({})).await;
+    let (s, _) = expert.act(Uuid::new_v4(), "claim", json!({})).await;
     assert_eq!(s, 404);
-    let (s, _) = get(
-        org.a(),
-        &org.expert,
-        &format!("/conversations/{}", Uuid::new_v4()),
-    )
-    .await;
+    let (s, _) = expert
+        .get(&format!("/conversations/{}", Uuid::new_v4()))
+        .await;
     assert_eq!(s, 404);
-    let (s, _) = act(
-        org.a(),
-        &org.expert,
-        item,
-        "assign",
-        json!({"user_id": org.expert_id}),
-    )
-    .await;
+    let (s, _) = expert
+        .act(item, "assign", json!({"user_id": org.expert_id}))
+        .await;
     assert_eq!(s, 403);
     // Nothing was touched.
-    let (_, now) = get(org.a(), &org.expert, &format!("/expert-queue/{item}")).await;
+    let (_, now) = expert.get(&format!("/expert-queue/{item}")).await;
     assert_eq!(now["version"], 1);
-    let (s, _) = get(org.a(), "not-a-token", "/expert-queue").await;
+    let (s, _) = org.a().as_user("not-a-token").get("/expert-queue").await;
     assert_eq!(s, 401);
 }
 
 #[tokio::test]
 async fn a_release_reaches_a_socket_on_the_other_pod_in_order() {
     let org = Org::start().await;
+    let expert = org.a().as_user(&org.expert);
     let item = org.seed_items(1).await[0];
     let mut sock = connect_with(org.b(), &org.expert).await;
-    let (s, _) = act(org.a(), &org.expert, item, "release", json!({})).await;
+    let (s, _) = expert.act(item, "release", json!({})).await;
     assert_eq!(s, 200);
     let events = sock.take(3).await;
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();

@@ -7,22 +7,11 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_testing::socket::connect_with;
-use switchboard_testing::{Call, TestApp, TestDb, TestPod, eventually, http};
+use switchboard_testing::{Call, TestApp, TestDb, eventually};
 use uuid::Uuid;
 
 /// SPEC §11's bound on a revoked session's sockets.
 const WITHIN: Duration = Duration::from_secs(5);
-
-/// An unauthenticated `POST`: the status and the JSON body (`null` when none).
-async fn post_open(pod: &TestPod, path: &str, body: Value) -> (u16, Value) {
-    let r = http()
-        .post(pod.url(path))
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
 
 fn mail_app() -> switchboard_testing::TestAppBuilder {
     TestApp::builder()
@@ -139,18 +128,20 @@ async fn invite_mails_a_link_that_makes_a_member_once() {
     assert_eq!(status, 200);
     assert_eq!(listed["invitations"].as_array().unwrap().len(), 1);
 
-    let (status, preview) = post_open(a, "/invitations/preview", json!({"token": token})).await;
+    let (status, preview) = a
+        .post_anonymous("/invitations/preview", json!({"token": token}))
+        .await;
     assert_eq!(status, 200, "{preview}");
     assert_eq!(preview["existing_account"], false);
     assert_eq!(preview["role"], "expert");
 
     // A short password changes nothing.
-    let (status, body) = post_open(
-        a,
-        "/invitations/accept",
-        json!({"token": token, "password": "short", "display_name": "New One"}),
-    )
-    .await;
+    let (status, body) = a
+        .post_anonymous(
+            "/invitations/accept",
+            json!({"token": token, "password": "short", "display_name": "New One"}),
+        )
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (422, json!("validation_failed"))
@@ -164,12 +155,12 @@ async fn invite_mails_a_link_that_makes_a_member_once() {
         0
     );
 
-    let (status, accepted) = post_open(
-        a,
-        "/invitations/accept",
-        json!({"token": token, "password": "a long new password", "display_name": "New One"}),
-    )
-    .await;
+    let (status, accepted) = a
+        .post_anonymous(
+            "/invitations/accept",
+            json!({"token": token, "password": "a long new password", "display_name": "New One"}),
+        )
+        .await;
     assert_eq!(status, 200, "{accepted}");
     assert_eq!(accepted["role"], "expert");
     assert_eq!(accepted["user"]["display_name"], "New One");
@@ -180,12 +171,12 @@ async fn invite_mails_a_link_that_makes_a_member_once() {
     a.login(&email, "a long new password").await;
 
     // Single use.
-    let (status, body) = post_open(
-        a,
-        "/invitations/accept",
-        json!({"token": token, "password": "another password"}),
-    )
-    .await;
+    let (status, body) = a
+        .post_anonymous(
+            "/invitations/accept",
+            json!({"token": token, "password": "another password"}),
+        )
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (410, json!("invitation_used"))
@@ -232,12 +223,12 @@ async fn invitations_expire_can_be_revoked_and_join_existing_accounts() {
         .unwrap();
     pool.close().await;
     let token = token_of(expiring["link"].as_str().unwrap(), "accept");
-    let (status, body) = post_open(
-        a,
-        "/invitations/accept",
-        json!({"token": token, "password": "a long new password"}),
-    )
-    .await;
+    let (status, body) = a
+        .post_anonymous(
+            "/invitations/accept",
+            json!({"token": token, "password": "a long new password"}),
+        )
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (410, json!("invitation_expired"))
@@ -265,13 +256,16 @@ async fn invitations_expire_can_be_revoked_and_join_existing_accounts() {
         404
     );
     let token = token_of(revoked["link"].as_str().unwrap(), "accept");
-    let (status, body) = post_open(a, "/invitations/preview", json!({"token": token})).await;
+    let (status, body) = a
+        .post_anonymous("/invitations/preview", json!({"token": token}))
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (410, json!("invitation_revoked"))
     );
-    let (status, body) =
-        post_open(a, "/invitations/preview", json!({"token": "not-a-token"})).await;
+    let (status, body) = a
+        .post_anonymous("/invitations/preview", json!({"token": "not-a-token"}))
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (404, json!("invitation_not_found"))
@@ -281,21 +275,23 @@ async fn invitations_expire_can_be_revoked_and_join_existing_accounts() {
     let elsewhere = app.member(None, Role::Expert).await;
     let invited = invite(elsewhere.email.clone(), "admin").await;
     let token = token_of(invited["link"].as_str().unwrap(), "accept");
-    let (_, preview) = post_open(a, "/invitations/preview", json!({"token": token})).await;
+    let (_, preview) = a
+        .post_anonymous("/invitations/preview", json!({"token": token}))
+        .await;
     assert_eq!(preview["existing_account"], true);
-    let (status, body) = post_open(
-        a,
-        "/invitations/accept",
-        json!({"token": token, "password": "not their password"}),
-    )
-    .await;
+    let (status, body) = a
+        .post_anonymous(
+            "/invitations/accept",
+            json!({"token": token, "password": "not their password"}),
+        )
+        .await;
     assert_eq!(status, 401, "{body}");
-    let (status, accepted) = post_open(
-        a,
-        "/invitations/accept",
-        json!({"token": token, "password": elsewhere.password}),
-    )
-    .await;
+    let (status, accepted) = a
+        .post_anonymous(
+            "/invitations/accept",
+            json!({"token": token, "password": elsewhere.password}),
+        )
+        .await;
     assert_eq!(status, 200, "{accepted}");
     let (_, me) = a
         .as_user(accepted["token"].as_str().unwrap())
@@ -528,19 +524,22 @@ async fn password_reset_mails_a_single_use_link_and_says_nothing_of_unknown_addr
     let user = app.member(None, Role::Expert).await;
     let unknown = unique_email("nobody");
 
-    let (status, body) = post_open(a, "/auth/password-reset", json!({"email": "nope"})).await;
+    let (status, body) = a
+        .post_anonymous("/auth/password-reset", json!({"email": "nope"}))
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (422, json!("validation_failed"))
     );
-    let (status, unknown_body) =
-        post_open(a, "/auth/password-reset", json!({"email": unknown})).await;
-    let (known_status, known_body) = post_open(
-        a,
-        "/auth/password-reset",
-        json!({"email": user.email.to_uppercase()}),
-    )
-    .await;
+    let (status, unknown_body) = a
+        .post_anonymous("/auth/password-reset", json!({"email": unknown}))
+        .await;
+    let (known_status, known_body) = a
+        .post_anonymous(
+            "/auth/password-reset",
+            json!({"email": user.email.to_uppercase()}),
+        )
+        .await;
     assert_eq!((status, known_status), (202, 202));
     assert_eq!(unknown_body, known_body, "the same answer");
     let mail = eventually("the reset mail", WITHIN, || async {
@@ -566,40 +565,41 @@ async fn password_reset_mails_a_single_use_link_and_says_nothing_of_unknown_addr
     );
     assert!(mails_to(&app, &unknown).is_empty());
 
-    let (status, body) = post_open(
-        a,
-        "/auth/password-reset/confirm",
-        json!({"token": token, "new_password": "short"}),
-    )
-    .await;
+    let (status, body) = a
+        .post_anonymous(
+            "/auth/password-reset/confirm",
+            json!({"token": token, "new_password": "short"}),
+        )
+        .await;
     assert_eq!(
         (status, body["code"].clone()),
         (422, json!("validation_failed"))
     );
     assert_eq!(a.as_user(&user.token).me().await.0, 200, "nothing changed");
 
-    let (status, _) = post_open(
-        a,
-        "/auth/password-reset/confirm",
-        json!({"token": token, "new_password": "reset to this one"}),
-    )
-    .await;
+    let (status, _) = a
+        .post_anonymous(
+            "/auth/password-reset/confirm",
+            json!({"token": token, "new_password": "reset to this one"}),
+        )
+        .await;
     assert_eq!(status, 204);
     assert_eq!(
         a.as_user(&user.token).me().await,
         (401, json!("token_revoked"))
     );
     a.login(&user.email, "reset to this one").await;
-    let (status, body) = post_open(
-        a,
-        "/auth/password-reset/confirm",
-        json!({"token": token, "new_password": "and once more"}),
-    )
-    .await;
+    let (status, body) = a
+        .post_anonymous(
+            "/auth/password-reset/confirm",
+            json!({"token": token, "new_password": "and once more"}),
+        )
+        .await;
     assert_eq!((status, body["code"].clone()), (410, json!("reset_used")));
 
     // An expired link.
-    post_open(a, "/auth/password-reset", json!({"email": user.email})).await;
+    a.post_anonymous("/auth/password-reset", json!({"email": user.email}))
+        .await;
     let second = eventually("a second reset mail", WITHIN, || async {
         let m = mails_to(&app, &user.email);
         (m.len() >= 2).then(|| m[1].clone())
@@ -611,9 +611,7 @@ async fn password_reset_mails_a_single_use_link_and_says_nothing_of_unknown_addr
         .await
         .unwrap();
     pool.close().await;
-    let (status, body) = post_open(
-        a,
-        "/auth/password-reset/confirm",
+    let (status, body) = a.post_anonymous("/auth/password-reset/confirm",
         json!({"token": token_of(second["text"].as_str().unwrap(), "reset"), "new_password": "and once more"}),
     )
     .await;
@@ -623,7 +621,9 @@ async fn password_reset_mails_a_single_use_link_and_says_nothing_of_unknown_addr
     );
 
     // Over the per-address limit: the same answer, no mail.
-    let (status, _) = post_open(a, "/auth/password-reset", json!({"email": user.email})).await;
+    let (status, _) = a
+        .post_anonymous("/auth/password-reset", json!({"email": user.email}))
+        .await;
     assert_eq!(status, 202);
     db.wait_for_count(
         "SELECT count(*) FROM audit_log WHERE action = 'auth.password_reset_requested'",

@@ -410,6 +410,10 @@ async fn the_kill_switch_stops_a_hundred_holds_at_once_in_every_console() {
         .await,
         100
     );
+    // The holds' own events published first: the console below hears only the pause's.
+    let unpublished = "SELECT (SELECT count(*) FROM event_outbox)
+        + (SELECT count(*) FROM org_event_seq WHERE published_seq < seq)";
+    db.wait_for_count(unpublished, 0).await;
     let mut sock = connect_with(app.pod(1), &org.token).await;
     let (status, body) = app
         .pod(0)

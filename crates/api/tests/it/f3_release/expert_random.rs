@@ -11,7 +11,7 @@
 //! - every customer message is followed by a released reply, or its item is pending or
 //!   claimed.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use switchboard_domain::Role;
@@ -84,7 +84,7 @@ async fn expert(pod: &TestPod, token: &str, name: &str, seed: u64, history: Hist
         let Some(item) = list["items"].as_array().and_then(|i| i.first()).cloned() else {
             continue;
         };
-        let id = item["id"].as_str().expect("id").to_owned();
+        let id: Uuid = item["id"].as_str().expect("id").parse().expect("uuid");
         let (action, body) = match rng.below(6) {
             0 => ("claim", json!({})),
             1 | 2 => ("release", json!({})),
@@ -97,19 +97,14 @@ async fn expert(pod: &TestPod, token: &str, name: &str, seed: u64, history: Hist
             _ => ("unclaim", json!({})),
         };
         let if_match = rng.below(2) == 0;
-        let mut request = pod
-            .as_user(token)
-            .request(
-                reqwest::Method::POST,
-                &format!("/expert-queue/{id}/{action}"),
-            )
-            .json(&body);
-        if if_match {
-            request = request.header("If-Match", format!("\"{}\"", item["version"]));
-        }
-        let response = request.send().await.expect("action");
-        let status = response.status().as_u16();
-        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        let expert = pod.as_user(token);
+        let (status, answer) = if if_match {
+            let tag = format!("\"{}\"", item["version"]);
+            let (status, answer, _) = expert.act_if_match(id, action, body.clone(), &tag).await;
+            (status, answer)
+        } else {
+            expert.act(id, action, body.clone()).await
+        };
         assert!(status < 500, "{name} {action}: {status} {answer}");
         note(
             &history,

@@ -1,0 +1,3 @@
+//! What several test modules share beyond requests (those are in `switchboard_testing`).
+
+pub mod alerts;

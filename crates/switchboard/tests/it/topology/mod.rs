@@ -1,0 +1,11 @@
+//! Pods killed mid-work (a job, a release, a send, an erasure, a scheduled slot, an
+//! autopilot hold), and the whole deployment through kills, rolling restarts, a Postgres
+//! restart and a Redis failover.
+
+mod autopilot_kill;
+mod disruption;
+mod erasure_kill;
+mod kill;
+mod outbound_kill;
+mod release_kill;
+mod scheduler_kill;
