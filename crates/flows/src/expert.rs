@@ -50,6 +50,7 @@ use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
 use switchboard_store::expert_queue::{self, Current, ItemRow, Refusal, Transition};
+use switchboard_store::org_members;
 use switchboard_store::outbox::{self, NewReply};
 use uuid::Uuid;
 
@@ -304,14 +305,7 @@ async fn perform(
             if !admin {
                 return Err(ActionError::Forbidden);
             }
-            let member: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM org_members WHERE org_id = $1 AND user_id = $2)",
-            )
-            .bind(org_id)
-            .bind(user_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            if !member {
+            if !org_members::is_member(&mut *tx, org_id, *user_id).await? {
                 return Err(ActionError::Invalid("user_id is not a member of this org"));
             }
             Some(*user_id)
