@@ -1,5 +1,8 @@
 //! `Idempotency-Key` on the console's POSTs (AA3): a double click, a retried request or a
-//! client that lost the answer never does the work twice, on any pod.
+//! client that lost the answer never does the work twice, on any pod. This module reads the
+//! header and turns what the key says into responses; claiming it and storing the answer
+//! are `switchboard_flows::idempotency`'s, which a flow that takes a key
+//! (`switchboard_flows::expert::perform`) uses in its own transaction.
 //!
 //! The key is scoped per (org, user, key) and stored in Postgres with a hash of the method,
 //! path and body. The first request claims the key (committed before it runs, with a lease
@@ -24,15 +27,14 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::time::Duration;
-use switchboard_store::idempotency::{self, Existing, KeyRef};
-use switchboard_store::{PgPool, StoreError};
+use switchboard_flows::idempotency::{self, Answer, Claim, Guard, Key, KeyError, Refusal};
+use switchboard_store::PgPool;
 use uuid::Uuid;
+
+pub use switchboard_flows::idempotency::CompleteError;
 
 /// The header clients send.
 pub const HEADER: &str = "idempotency-key";
-/// How long a claimed key is held for a request still running.
-const LEASE: Duration = Duration::from_secs(60);
 
 /// A JSON request body (an empty body reads as `{}`) with its `Idempotency-Key`.
 #[derive(Debug)]
@@ -104,36 +106,25 @@ pub enum Begin {
 }
 
 impl<T> Idempotent<T> {
-    /// Claims the key for `user_id` in `org_id`, or says what to answer instead.
-    pub async fn begin(&self, db: &PgPool, org_id: Uuid, user_id: Uuid) -> Result<Begin, ApiError> {
-        let Some(key) = &self.key else {
-            return Ok(Begin::Run(None));
-        };
-        let scope = KeyRef {
+    /// The key as a flow claims it, for `user_id` in `org_id`; `None` without the header.
+    pub fn key(&self, org_id: Uuid, user_id: Uuid) -> Option<Key> {
+        self.key.as_ref().map(|key| Key {
             org_id,
             user_id,
-            key,
-        };
-        Ok(
-            match idempotency::claim(db, scope, &self.hash, LEASE).await? {
-                Existing::Claimed { token } => Begin::Run(Some(KeyGuard {
-                    org_id,
-                    user_id,
-                    key: key.clone(),
-                    token,
-                })),
-                Existing::InProgress => Begin::Answer(in_progress().into_response()),
-                Existing::Mismatch => Begin::Answer(
-                    ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "idempotency_mismatch",
-                        "this Idempotency-Key was used for a different request",
-                    )
-                    .into_response(),
-                ),
-                Existing::Done { status, body } => Begin::Answer(replay(status, body)),
-            },
-        )
+            key: key.clone(),
+            hash: self.hash.clone(),
+        })
+    }
+
+    /// Claims the key for `user_id` in `org_id`, or says what to answer instead.
+    pub async fn begin(&self, db: &PgPool, org_id: Uuid, user_id: Uuid) -> Result<Begin, ApiError> {
+        let key = self.key(org_id, user_id);
+        Ok(match idempotency::claim(db, key.as_ref()).await {
+            Ok(Claim::Run(guard)) => Begin::Run(guard.map(KeyGuard)),
+            Ok(Claim::Replay(answer)) => Begin::Answer(replayed(answer)),
+            Err(KeyError::Store(e)) => return Err(e.into()),
+            Err(refused) => Begin::Answer(ApiError::from(refused).into_response()),
+        })
     }
 }
 
@@ -146,96 +137,69 @@ fn in_progress() -> ApiError {
     )
 }
 
-fn replay(status: u16, body: Value) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    let mut response = (status, axum::Json(body)).into_response();
+/// The key's first answer again, marked `Idempotent-Replayed: true`.
+pub fn replayed(answer: Answer) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let mut response = (status, axum::Json(answer.body)).into_response();
     response
         .headers_mut()
         .insert("idempotent-replayed", HeaderValue::from_static("true"));
     response
 }
 
-/// Why [`KeyGuard::complete_in`] stored no answer.
-#[derive(Debug, thiserror::Error)]
-pub enum CompleteError {
-    /// Postgres failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The claim outlived its lease and a retry took the key over: the retry's answer will
-    /// be the key's.
-    #[error("the Idempotency-Key claim was taken over by a retry")]
-    TakenOver,
+impl From<KeyError> for ApiError {
+    fn from(error: KeyError) -> Self {
+        match error {
+            KeyError::InProgress => in_progress(),
+            KeyError::Mismatch => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_mismatch",
+                "this Idempotency-Key was used for a different request",
+            ),
+            KeyError::Store(e) => e.into(),
+        }
+    }
 }
 
 impl From<CompleteError> for ApiError {
     fn from(error: CompleteError) -> Self {
-        match error {
-            CompleteError::Store(e) => e.into(),
-            CompleteError::TakenOver => in_progress(),
-        }
+        KeyError::from(error).into()
+    }
+}
+
+/// A refusal (4xx other than 429) is the request's answer and is stored for retries;
+/// anything else gives the key back.
+impl Refusal for ApiError {
+    fn refusal(&self) -> Option<Answer> {
+        let status = self.status();
+        (status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS).then(|| Answer {
+            status: status.as_u16(),
+            body: self.body(),
+        })
     }
 }
 
 /// A claimed key, to be completed with the request's answer.
 #[derive(Debug)]
-pub struct KeyGuard {
-    org_id: Uuid,
-    user_id: Uuid,
-    key: String,
-    /// Names this request's claim in every write after it.
-    token: Uuid,
-}
+pub struct KeyGuard(Guard);
 
 impl KeyGuard {
-    fn key_ref(&self) -> KeyRef<'_> {
-        KeyRef {
-            org_id: self.org_id,
-            user_id: self.user_id,
-            key: &self.key,
-        }
-    }
-
-    /// Stores the answer in the transaction that carries the request's effect. When the
-    /// claim was taken over meanwhile (it outlived its lease and a retry claimed the key),
-    /// nothing is stored and the error answers `idempotency_in_progress`: the caller's `?`
-    /// drops its transaction, so the effect is rolled back and only the retry's counts.
+    /// Stores the answer with the request's effect ([`Guard::complete_in`]); a claim a retry
+    /// took over answers `idempotency_in_progress`, and the caller's `?` drops its
+    /// transaction, so only the retry's effect counts.
     pub async fn complete_in(
         &self,
         tx: &mut sqlx::PgConnection,
         status: StatusCode,
         body: &Value,
     ) -> Result<(), CompleteError> {
-        let stored =
-            idempotency::complete(&mut *tx, self.key_ref(), self.token, status.as_u16(), body)
-                .await?;
-        if !stored {
-            tracing::warn!(
-                "an Idempotency-Key claim was taken over before its request finished; its effect is rolled back"
-            );
-            return Err(CompleteError::TakenOver);
-        }
-        Ok(())
+        self.0.complete_in(tx, status.as_u16(), body).await
     }
 
     /// Settles the key after the request failed: a refusal (4xx other than 429) is the
     /// request's answer and is stored for retries; anything else gives the key back. Either
     /// only while this request's claim still holds the key.
     pub async fn fail(self, db: &PgPool, error: &ApiError) {
-        let status = error.status();
-        let result = if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-            let body = error.body();
-            idempotency::complete(db, self.key_ref(), self.token, status.as_u16(), &body).await
-        } else {
-            idempotency::release(db, self.key_ref(), self.token).await
-        };
-        match result {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::debug!(
-                    "an Idempotency-Key was already answered or taken over; left as it is"
-                )
-            }
-            Err(e) => tracing::warn!(error = %e, "could not settle an Idempotency-Key"),
-        }
+        self.0.fail(db, error.refusal()).await;
     }
 }

@@ -1,9 +1,11 @@
-//! The expert's actions on a queue item, F3 release among them. Each is one atomic
-//! `UPDATE … WHERE <allowed states> RETURNING` (AA5) inside the caller's transaction (the
+//! The expert's actions on a queue item, F3 release among them. [`perform`] carries one out
+//! in its own transaction: one atomic `UPDATE … WHERE <allowed states> RETURNING` (AA5; the
 //! same statement reads the item back as a console row), followed by what the action writes
 //! with it: for release and respond the outbound message and its outbox row (SPEC §2, one
-//! statement), for every action the audit row and the realtime events (one statement). The
-//! caller commits (with the Idempotency-Key's response), then calls [`after_commit`].
+//! statement), for every action the audit row and the realtime events (one statement), and
+//! the request's answer under its Idempotency-Key; then the commit and [`after_commit`]. The
+//! autopilot's release ([`autopilot_release`]) is the same path inside the transaction of
+//! `crate::autopilot`'s send.
 //!
 //! The state machine (docs/ARCHITECTURE.md draws it):
 //!
@@ -39,6 +41,7 @@
 //! random interleavings of a customer and two experts on two pods).
 
 use crate::Deps;
+use crate::idempotency::{self, Answer, Claim, CompleteError, Guard, Key, KeyError, Keyed};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::PgConnection;
@@ -50,6 +53,7 @@ use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
 use switchboard_store::expert_queue::{self, Current, ItemRow, Refusal, Transition};
+use switchboard_store::org_members;
 use switchboard_store::outbox::{self, NewReply};
 use uuid::Uuid;
 
@@ -237,27 +241,101 @@ pub struct Done {
 /// How soon after an autopilot reply an expert's reply counts as correcting it.
 pub const UNDONE_WITHIN: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// Carries out `action` on item `item_id` of `org_id` inside `tx`, when the item still has
-/// version `if_match` (if given); nothing is committed.
-pub async fn apply(
-    tx: &mut PgConnection,
-    faults: &Faults,
-    org_id: Uuid,
-    item_id: Uuid,
-    actor: &Actor,
-    action: &Action,
-    if_match: Option<i32>,
-) -> Result<Done, ActionError> {
-    perform(
-        tx,
-        faults,
-        org_id,
-        item_id,
-        By::Expert(actor),
-        action,
-        if_match,
+/// An expert's request to act on an item, once the caller has checked who may see it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The item's org, the one the actor's role was read in.
+    pub org_id: Uuid,
+    /// The queue item.
+    pub item_id: Uuid,
+    /// Who acts, for the rules and the audit row.
+    pub actor: Actor,
+    /// What they ask, validated.
+    pub action: Action,
+    /// The version the client saw (`If-Match`): the action applies only to it.
+    pub if_match: Option<i32>,
+    /// The request's `Idempotency-Key`.
+    pub key: Option<Key>,
+}
+
+/// Why [`perform`] answered no.
+#[derive(Debug, thiserror::Error)]
+pub enum PerformError {
+    /// The action was refused or failed.
+    #[error(transparent)]
+    Action(#[from] ActionError),
+    /// The Idempotency-Key cannot be used now.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+impl From<CompleteError> for PerformError {
+    fn from(e: CompleteError) -> Self {
+        PerformError::Key(e.into())
+    }
+}
+
+impl From<sqlx::Error> for PerformError {
+    fn from(e: sqlx::Error) -> Self {
+        PerformError::Action(e.into())
+    }
+}
+
+/// Carries out `request` (see the module's doc), `answer` wording what it did: the answer is
+/// stored under the request's key in the action's transaction, and a refusal, as the caller
+/// words it (`E`), after it, so a retry on any pod gets the same answer. A retry of a key
+/// answered already gets that answer back and changes nothing.
+pub async fn perform<E>(
+    deps: &Deps,
+    request: &Request,
+    answer: impl FnOnce(&Done) -> Result<Answer, E>,
+) -> Result<Keyed<(Done, Answer)>, E>
+where
+    E: From<PerformError> + idempotency::Refusal,
+{
+    let claimed = idempotency::claim(&deps.db, request.key.as_ref()).await;
+    let guard = match claimed.map_err(PerformError::from)? {
+        Claim::Run(guard) => guard,
+        Claim::Replay(first) => return Ok(Keyed::Replayed(first)),
+    };
+    let outcome = perform_keyed(deps, request, guard.as_ref(), answer).await;
+    idempotency::settle(guard, &deps.db, &outcome).await;
+    outcome.map(Keyed::Ran)
+}
+
+/// [`perform`] once its key (if any) is claimed.
+async fn perform_keyed<E: From<PerformError>>(
+    deps: &Deps,
+    request: &Request,
+    guard: Option<&Guard>,
+    answer: impl FnOnce(&Done) -> Result<Answer, E>,
+) -> Result<(Done, Answer), E> {
+    let mut tx = deps.db.begin().await.map_err(PerformError::from)?;
+    let done = carry_out(
+        &mut tx,
+        &deps.faults,
+        request.org_id,
+        request.item_id,
+        By::Expert(&request.actor),
+        &request.action,
+        request.if_match,
     )
     .await
+    .map_err(PerformError::from)?;
+    let answer = answer(&done)?;
+    if let Some(guard) = guard {
+        guard
+            .complete_in(&mut tx, answer.status, &answer.body)
+            .await
+            .map_err(PerformError::from)?;
+    }
+    tx.commit().await.map_err(PerformError::from)?;
+    if done.changed {
+        let injected = deps.faults.check(Step::AfterCommit).await;
+        injected.map_err(|e| PerformError::Action(e.into()))?;
+    }
+    after_commit(deps, &done).await;
+    Ok((done, answer))
 }
 
 /// The autopilot's release of item `item_id` inside `tx`: its current draft is sent when
@@ -272,7 +350,7 @@ pub async fn autopilot_release(
     admitted_version: i32,
     rule: &str,
 ) -> Result<Done, ActionError> {
-    perform(
+    carry_out(
         tx,
         faults,
         org_id,
@@ -284,7 +362,8 @@ pub async fn autopilot_release(
     .await
 }
 
-async fn perform(
+/// One action inside `tx`, by an expert or the autopilot; nothing is committed.
+async fn carry_out(
     tx: &mut PgConnection,
     faults: &Faults,
     org_id: Uuid,
@@ -304,14 +383,7 @@ async fn perform(
             if !admin {
                 return Err(ActionError::Forbidden);
             }
-            let member: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM org_members WHERE org_id = $1 AND user_id = $2)",
-            )
-            .bind(org_id)
-            .bind(user_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            if !member {
+            if !org_members::is_member(&mut *tx, org_id, *user_id).await? {
                 return Err(ActionError::Invalid("user_id is not a member of this org"));
             }
             Some(*user_id)

@@ -12,6 +12,7 @@
 pub mod autopilot;
 pub mod dispatch;
 pub mod expert;
+pub mod idempotency;
 pub mod inbound;
 pub mod intake;
 pub mod periodic;

@@ -6,8 +6,9 @@
 //! row.
 
 use crate::StoreError;
+use crate::export::{Param, Section};
 use serde_json::Value;
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 use switchboard_domain::Event;
 use uuid::Uuid;
 
@@ -155,4 +156,55 @@ pub fn select_sql(format: RowFormat, newest_first: bool) -> String {
             AND ($6::bigint IS NULL OR a.id < $6)
           ORDER BY a.id {order} LIMIT $7"
     )
+}
+
+/// [`select_sql`]'s parameters for `filter`, from `cursor` on, at most `limit` rows.
+fn select_params(filter: &Filter, cursor: Option<i64>, limit: Option<i64>) -> Vec<Param> {
+    vec![
+        Param::Uuids(filter.orgs.clone()),
+        Param::Uuid(filter.actor),
+        Param::Text(filter.action.clone()),
+        Param::Time(filter.since),
+        Param::Time(filter.until),
+        Param::Int(cursor),
+        Param::Int(limit),
+    ]
+}
+
+/// A page of [`Filter`]'s rows as JSON text, newest first: at most `limit`, older than row
+/// `cursor` when given.
+pub async fn page(
+    db: &PgPool,
+    filter: &Filter,
+    cursor: Option<i64>,
+    limit: i64,
+) -> Result<Vec<String>, StoreError> {
+    let section = Section {
+        name: "audit",
+        sql: select_sql(RowFormat::Json, true),
+        params: select_params(filter, cursor, Some(limit)),
+        single: false,
+    };
+    crate::export::all(db, &section).await
+}
+
+/// The sections of an export of [`Filter`]'s rows in `format`, oldest first; a CSV export
+/// starts with its header line.
+pub fn export_sections(filter: &Filter, format: RowFormat) -> Vec<Section> {
+    let header = Section {
+        name: "header",
+        sql: format!("SELECT '{CSV_HEADER}'::text"),
+        params: Vec::new(),
+        single: true,
+    };
+    let rows = Section {
+        name: "audit",
+        sql: select_sql(format, false),
+        params: select_params(filter, None, None),
+        single: false,
+    };
+    match format {
+        RowFormat::Csv => vec![header, rows],
+        RowFormat::Json => vec![rows],
+    }
 }

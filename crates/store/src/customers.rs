@@ -1,4 +1,7 @@
-//! Customers, and a customer's conversations as the console's customer context shows them.
+//! Customers, a customer's conversations as the console's customer context shows them, and
+//! everything held about a customer as their export reads it ([`export`]).
+
+pub mod export;
 
 use crate::StoreError;
 use chrono::{DateTime, Utc};

@@ -21,6 +21,7 @@ mod error;
 pub mod event_outbox;
 pub mod events;
 pub mod expert_queue;
+pub mod export;
 pub mod failures;
 pub mod idempotency;
 pub mod inbox;

@@ -179,3 +179,34 @@ pub async fn add<'e>(
     .rows_affected();
     Ok(added > 0)
 }
+
+/// Whether `user_id` is a member of `org_id`, active or not.
+pub async fn is_member<'e>(
+    db: impl PgExecutor<'e>,
+    org_id: Uuid,
+    user_id: Uuid,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM org_members WHERE org_id = $1 AND user_id = $2)",
+    )
+    .bind(org_id)
+    .bind(user_id)
+    .fetch_one(db)
+    .await?)
+}
+
+/// The member of `org_id` whose login address is `email` (lower case), if any.
+pub async fn find_by_email<'e>(
+    db: impl PgExecutor<'e>,
+    org_id: Uuid,
+    email: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT m.user_id FROM org_members m JOIN users u ON u.id = m.user_id
+         WHERE m.org_id = $1 AND lower(u.email) = $2",
+    )
+    .bind(org_id)
+    .bind(email)
+    .fetch_optional(db)
+    .await?)
+}

@@ -7,7 +7,7 @@
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Query};
-use crate::http::export::{self, Format, Param, Section};
+use crate::http::export::{self, Format};
 use crate::http::pagination;
 use crate::state::AppState;
 use axum::extract::State;
@@ -19,7 +19,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchboard_domain::Role;
-use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Filter, RowFormat};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -73,18 +72,6 @@ fn decode_cursor(cursor: &str) -> Result<i64, ApiError> {
         .ok_or_else(invalid)
 }
 
-fn params(filter: &Filter, cursor: Option<i64>, limit: Option<i64>) -> Vec<Param> {
-    vec![
-        Param::Uuids(filter.orgs.clone()),
-        Param::Uuid(filter.actor),
-        Param::Text(filter.action.clone()),
-        Param::Time(filter.since),
-        Param::Time(filter.until),
-        Param::Int(cursor),
-        Param::Int(limit),
-    ]
-}
-
 #[utoipa::path(get, path = "/audit", tag = "orgs", security(("bearer" = [])), params(AuditQuery,
         ("Accept" = Option<String>, Header, description = "`text/csv` or `application/x-ndjson` streams the whole filtered range, oldest first; otherwise JSON pages, newest first")),
     description = "The audit log of the orgs the caller administers: every expert action, connection, member and settings change, note, replay, retry, erasure and login",
@@ -120,36 +107,16 @@ async fn list_audit(
             Format::Csv => (RowFormat::Csv, "csv"),
             _ => (RowFormat::Json, "ndjson"),
         };
-        let mut sections = Vec::new();
-        if format == Format::Csv {
-            sections.push(Section {
-                name: "header",
-                sql: format!("SELECT '{}'::text", audit::CSV_HEADER),
-                params: Vec::new(),
-                single: true,
-            });
-        }
-        sections.push(Section {
-            name: "audit",
-            sql: audit::select_sql(row, false),
-            params: params(&filter, None, None),
-            single: false,
-        });
         return Ok(export::stream(
             state.db.clone(),
-            sections,
+            audit::export_sections(&filter, row),
             format,
             &format!("audit.{extension}"),
         ));
     }
     let limit = pagination::limit(q.limit)?;
     let cursor = q.cursor.as_deref().map(decode_cursor).transpose()?;
-    let sql = audit::select_sql(RowFormat::Json, true);
-    let mut query = sqlx::query_scalar::<_, String>(&sql);
-    for param in params(&filter, cursor, Some(limit + 1)) {
-        query = param.bind_to(query);
-    }
-    let rows = query.fetch_all(&state.db).await.map_err(StoreError::from)?;
+    let rows = audit::page(&state.db, &filter, cursor, limit + 1).await?;
     let mut items = rows
         .iter()
         .map(|r| serde_json::from_str::<Value>(r))

@@ -18,7 +18,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::error::{ConflictBody, ErrorBody};
 use crate::extract::{IfMatch, Json, Path, Query, RequestId, etag};
 use crate::http::pagination;
-use crate::idempotency::{Begin, Idempotent, KeyGuard};
+use crate::idempotency::{self, Idempotent};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -26,10 +26,10 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use switchboard_domain::faults::Step;
+use serde_json::json;
 use switchboard_domain::{Author, ChannelKind, DeliveryStatus, QueueStatus, Role};
-use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
+use switchboard_flows::expert::{self, Action, ActionError, Actor, Done, PerformError};
+use switchboard_flows::idempotency::{Answer, Keyed};
 use switchboard_store::expert_queue::{self, Assigned, ItemFilter, ItemRow, Order};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -299,7 +299,7 @@ async fn claim(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Claim)).await
+    perform_action(state, caller, rid, id, if_match, req, |_| Ok(Action::Claim)).await
 }
 
 #[utoipa::path(post, path = "/expert-queue/{id}/unclaim", tag = "expert-queue", security(("bearer" = [])), description = "Give the item back (the holder, or an admin)",
@@ -316,7 +316,7 @@ async fn unclaim(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| {
+    perform_action(state, caller, rid, id, if_match, req, |_| {
         Ok(Action::Unclaim)
     })
     .await
@@ -336,7 +336,7 @@ async fn assign(
     if_match: IfMatch,
     req: Idempotent<AssignBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |b| {
+    perform_action(state, caller, rid, id, if_match, req, |b| {
         Ok(Action::Assign { user_id: b.user_id })
     })
     .await
@@ -356,7 +356,7 @@ async fn release(
     if_match: IfMatch,
     req: Idempotent<ReleaseBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |b| {
+    perform_action(state, caller, rid, id, if_match, req, |b| {
         Ok(Action::Release {
             body: reply_text(b.body.clone(), false)?,
         })
@@ -378,7 +378,7 @@ async fn respond(
     if_match: IfMatch,
     req: Idempotent<RespondBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |b| {
+    perform_action(state, caller, rid, id, if_match, req, |b| {
         Ok(Action::Respond {
             body: reply_text(b.body.clone(), true)?.unwrap_or_default(),
         })
@@ -400,7 +400,7 @@ async fn resolve(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| {
+    perform_action(state, caller, rid, id, if_match, req, |_| {
         Ok(Action::Resolve)
     })
     .await
@@ -420,7 +420,7 @@ async fn snooze(
     if_match: IfMatch,
     req: Idempotent<SnoozeBody>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |b| match b.until {
+    perform_action(state, caller, rid, id, if_match, req, |b| match b.until {
         Some(until) if until > Utc::now() => Ok(Action::Snooze { until }),
         Some(_) => Err(ApiError::validation("until must be in the future")),
         None => Err(ApiError::validation("until is required (an RFC 3339 time)")),
@@ -442,7 +442,7 @@ async fn reopen(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| {
+    perform_action(state, caller, rid, id, if_match, req, |_| {
         Ok(Action::Reopen)
     })
     .await
@@ -462,12 +462,12 @@ async fn stop(
     if_match: IfMatch,
     req: Idempotent<IgnoredAny>,
 ) -> ApiResult<Response> {
-    act(state, caller, rid, id, if_match, req, |_| Ok(Action::Stop)).await
+    perform_action(state, caller, rid, id, if_match, req, |_| Ok(Action::Stop)).await
 }
 
-/// Every action's request: access (404/403), validation, the Idempotency-Key, then one
-/// transaction with the transition, its writes and the stored answer.
-async fn act<T>(
+/// Every action's request: access (404/403), validation, then the flow (the
+/// Idempotency-Key, one transaction with the transition, its writes and the stored answer).
+async fn perform_action<T>(
     State(state): State<AppState>,
     caller: Caller,
     RequestId(request_id): RequestId,
@@ -482,73 +482,25 @@ async fn act<T>(
         role: caller.role_in(org_id)?,
         request_id,
     };
-    let action = action(&req.body)?;
-    let guard = match req.begin(&state.db, org_id, caller.user_id).await? {
-        Begin::Answer(response) => return Ok(response),
-        Begin::Run(guard) => guard,
-    };
-    match run(
-        &state,
+    let request = expert::Request {
         org_id,
-        id,
-        &actor,
-        &action,
-        if_match,
-        guard.as_ref(),
-    )
-    .await
-    {
-        Ok(response) => Ok(response),
-        Err(error) => {
-            if let Some(guard) = guard {
-                guard.fail(&state.db, &error).await;
-            }
-            Err(error)
-        }
-    }
-}
-
-async fn run(
-    state: &AppState,
-    org_id: Uuid,
-    id: Uuid,
-    actor: &Actor,
-    action: &Action,
-    if_match: Option<i32>,
-    guard: Option<&KeyGuard>,
-) -> ApiResult<Response> {
-    let mut tx = state.db.begin().await.map_err(store)?;
-    let done = expert::apply(
-        &mut tx,
-        &state.flows.faults,
-        org_id,
-        id,
+        item_id: id,
         actor,
-        action,
+        action: action(&req.body)?,
         if_match,
+        key: req.key(org_id, caller.user_id),
+    };
+    Ok(
+        match expert::perform(&state.flows, &request, answer).await? {
+            Keyed::Ran((done, answer)) => (
+                StatusCode::OK,
+                [(axum::http::header::ETAG, etag(done.item.version))],
+                axum::Json(answer.body),
+            )
+                .into_response(),
+            Keyed::Replayed(first) => idempotency::replayed(first),
+        },
     )
-    .await
-    .map_err(refusal)?;
-    let body = answer(&done)?;
-    if let Some(guard) = guard {
-        guard
-            .complete_in(&mut tx, StatusCode::OK, &body)
-            .await
-            .map_err(ApiError::from)?;
-    }
-    tx.commit().await.map_err(store)?;
-    if done.changed {
-        if let Err(e) = state.flows.faults.check(Step::AfterCommit).await {
-            return Err(ApiError::internal(e));
-        }
-    }
-    expert::after_commit(&state.flows, &done).await;
-    Ok((
-        StatusCode::OK,
-        [(axum::http::header::ETAG, etag(done.item.version))],
-        axum::Json(body),
-    )
-        .into_response())
 }
 
 /// What an action answers (and what its Idempotency-Key replays).
@@ -570,7 +522,7 @@ struct ReplyView {
     outbox_id: Uuid,
 }
 
-fn answer(done: &Done) -> ApiResult<Value> {
+fn answer(done: &Done) -> ApiResult<Answer> {
     let answer = ActionAnswer {
         item: ItemView::from(done.item.clone()),
         message: done.reply.as_ref().map(|r| ReplyView {
@@ -582,11 +534,20 @@ fn answer(done: &Done) -> ApiResult<Value> {
             outbox_id: r.outbox_id,
         }),
     };
-    serde_json::to_value(answer).map_err(ApiError::internal)
+    let body = serde_json::to_value(answer).map_err(ApiError::internal)?;
+    Ok(Answer {
+        status: StatusCode::OK.as_u16(),
+        body,
+    })
 }
 
-fn store(e: sqlx::Error) -> ApiError {
-    switchboard_store::StoreError::from(e).into()
+impl From<PerformError> for ApiError {
+    fn from(error: PerformError) -> Self {
+        match error {
+            PerformError::Action(refused) => refusal(refused),
+            PerformError::Key(e) => e.into(),
+        }
+    }
 }
 
 fn refusal(error: ActionError) -> ApiError {

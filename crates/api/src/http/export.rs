@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::TryStreamExt;
 use switchboard_store::customers;
+use switchboard_store::export::{Section, Snapshot};
 use switchboard_store::{PgPool, StoreError};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -65,45 +66,6 @@ impl Format {
     }
 }
 
-/// One part of an export: a statement whose rows are each one column of JSON text (or, for
-/// CSV, one line), and its parameters.
-pub(crate) struct Section {
-    /// The record name (the document's key, NDJSON's `record`).
-    pub name: &'static str,
-    /// One row per record, its only column `text`.
-    pub sql: String,
-    /// Bound in order.
-    pub params: Vec<Param>,
-    /// A JSON document writes this section as one object, not a list.
-    pub single: bool,
-}
-
-/// A statement parameter (`None` binds SQL null).
-#[derive(Debug, Clone)]
-pub(crate) enum Param {
-    Uuid(Option<Uuid>),
-    Uuids(Option<Vec<Uuid>>),
-    Text(Option<String>),
-    Time(Option<chrono::DateTime<chrono::Utc>>),
-    Int(Option<i64>),
-}
-
-type TextQuery<'q> =
-    sqlx::query::QueryScalar<'q, sqlx::Postgres, String, sqlx::postgres::PgArguments>;
-
-impl Param {
-    /// `query` with this parameter bound next.
-    pub(crate) fn bind_to(self, query: TextQuery<'_>) -> TextQuery<'_> {
-        match self {
-            Param::Uuid(v) => query.bind(v),
-            Param::Uuids(v) => query.bind(v),
-            Param::Text(v) => query.bind(v),
-            Param::Time(v) => query.bind(v),
-            Param::Int(v) => query.bind(v),
-        }
-    }
-}
-
 /// Why an export stopped mid-way.
 #[derive(Debug, thiserror::Error)]
 enum ExportError {
@@ -112,12 +74,6 @@ enum ExportError {
     /// The client went away.
     #[error("the client went away")]
     Gone,
-}
-
-impl From<sqlx::Error> for ExportError {
-    fn from(e: sqlx::Error) -> Self {
-        ExportError::Store(e.into())
-    }
 }
 
 /// Where the export writes: a chunk buffer that goes to the client once full.
@@ -189,10 +145,7 @@ async fn write_all(
     format: Format,
     sink: &mut Sink,
 ) -> Result<(), ExportError> {
-    let mut tx = db.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
+    let mut snapshot = Snapshot::begin(db).await?;
     if format == Format::Json {
         sink.write(b"{").await?;
     }
@@ -207,11 +160,7 @@ async fn write_all(
                 sink.write(b"[").await?;
             }
         }
-        let mut query = sqlx::query_scalar::<_, String>(&section.sql);
-        for param in &section.params {
-            query = param.clone().bind_to(query);
-        }
-        let mut rows = query.fetch(&mut *tx);
+        let mut rows = std::pin::pin!(snapshot.rows(section));
         let mut n = 0usize;
         while let Some(row) = rows.try_next().await? {
             match format {
@@ -234,7 +183,6 @@ async fn write_all(
             }
             n += 1;
         }
-        drop(rows);
         if format == Format::Json {
             if section.single && n == 0 {
                 sink.write(b"null").await?;
@@ -247,116 +195,8 @@ async fn write_all(
     if format == Format::Json {
         sink.write(b"}").await?;
     }
-    tx.commit().await?;
+    snapshot.finish().await?;
     Ok(())
-}
-
-/// The sections of a customer's export: who they are, their conversations (with the
-/// agent's running summary), every message both ways with its delivery, the drafts experts
-/// were shown, the internal notes (flagged as such), each reply's deliveries and dead
-/// letters, and the audit rows that name them or their conversations.
-fn customer_sections(org_id: Uuid, customer_id: Uuid) -> Vec<Section> {
-    let conversations = "SELECT id FROM conversations WHERE customer_id = $1 AND org_id = $2";
-    let section = |name, single, sql: String| Section {
-        name,
-        sql,
-        params: vec![Param::Uuid(Some(customer_id)), Param::Uuid(Some(org_id))],
-        single,
-    };
-    vec![
-        section(
-            "customer",
-            true,
-            "SELECT jsonb_build_object('id', id, 'org_id', org_id, 'channel', channel,
-                    'external_id', external_id, 'display_name', display_name,
-                    'created_at', created_at, 'updated_at', updated_at)::text
-             FROM customers WHERE id = $1 AND org_id = $2"
-                .into(),
-        ),
-        section(
-            "conversations",
-            false,
-            "SELECT jsonb_build_object('id', id, 'channel', channel, 'status', status,
-                    'created_at', created_at, 'updated_at', updated_at, 'closed_at', closed_at,
-                    'history_summary', agent_context -> 'history_summary')::text
-             FROM conversations WHERE customer_id = $1 AND org_id = $2
-             ORDER BY created_at, id"
-                .into(),
-        ),
-        section(
-            "messages",
-            false,
-            format!(
-                "SELECT jsonb_build_object('id', m.id, 'conversation_id', m.conversation_id,
-                        'direction', m.direction, 'author', m.author, 'body', m.body,
-                        'created_at', m.created_at, 'delivery_status', m.delivery_status,
-                        'delivered_at', m.delivered_at, 'delivery_error', m.delivery_error,
-                        'provider_message_id', m.provider_message_id)::text
-                 FROM messages m WHERE m.conversation_id IN ({conversations})
-                 ORDER BY m.conversation_id, m.created_at, m.id"
-            ),
-        ),
-        section(
-            "drafts",
-            false,
-            format!(
-                "SELECT jsonb_build_object('id', d.id, 'conversation_id', d.conversation_id,
-                        'message_id', d.message_id, 'body', d.body, 'confidence', d.confidence,
-                        'fallback', d.fallback, 'created_at', d.created_at)::text
-                 FROM drafts d WHERE d.conversation_id IN ({conversations})
-                 ORDER BY d.conversation_id, d.created_at, d.id"
-            ),
-        ),
-        section(
-            "notes",
-            false,
-            format!(
-                "SELECT jsonb_build_object('id', n.id, 'conversation_id', n.conversation_id,
-                        'internal', true, 'author_user_id', n.author_user_id, 'body', n.body,
-                        'created_at', n.created_at)::text
-                 FROM conversation_notes n WHERE n.conversation_id IN ({conversations})
-                 ORDER BY n.conversation_id, n.created_at, n.id"
-            ),
-        ),
-        section(
-            "deliveries",
-            false,
-            format!(
-                "SELECT jsonb_build_object('id', o.id, 'conversation_id', o.conversation_id,
-                        'message_id', o.message_id, 'channel', o.channel, 'status', o.status,
-                        'attempts', o.attempts, 'provider_id', o.provider_id,
-                        'last_error', o.last_error, 'created_at', o.created_at,
-                        'sent_at', o.sent_at,
-                        'dead_letter', CASE WHEN f.id IS NULL THEN NULL ELSE jsonb_build_object(
-                          'status', f.status, 'error', f.error, 'provider_status', f.provider_status,
-                          'retries', f.retries, 'created_at', f.created_at) END)::text
-                 FROM outbox o LEFT JOIN channel_failures f ON f.outbox_id = o.id
-                 WHERE o.conversation_id IN ({conversations})
-                 ORDER BY o.created_at, o.id"
-            ),
-        ),
-        section(
-            "audit",
-            false,
-            format!(
-                "SELECT jsonb_build_object('id', a.id, 'actor_user_id', a.actor_user_id,
-                        'action', a.action, 'target_type', a.target_type,
-                        'target_id', a.target_id, 'details', a.details,
-                        'request_id', a.request_id, 'created_at', a.created_at)::text
-                 FROM audit_log a
-                 WHERE a.org_id = $2
-                   AND (a.target_id = $1
-                        OR a.target_id IN ({conversations})
-                        OR a.target_id IN (SELECT q.id FROM expert_queue q
-                                           WHERE q.conversation_id IN ({conversations}))
-                        OR a.target_id IN (SELECT n.id FROM conversation_notes n
-                                           WHERE n.conversation_id IN ({conversations}))
-                        OR (a.details ->> 'conversation_id') IN
-                           (SELECT id::text FROM conversations WHERE customer_id = $1 AND org_id = $2))
-                 ORDER BY a.id"
-            ),
-        ),
-    ]
 }
 
 #[utoipa::path(get, path = "/customers/{id}/export", tag = "conversations", security(("bearer" = [])),
@@ -381,7 +221,7 @@ async fn export_customer(
     };
     Ok(stream(
         state.db.clone(),
-        customer_sections(customer.org_id, customer.id),
+        customers::export::sections(customer.org_id, customer.id),
         format,
         &format!("customer-{id}.{extension}"),
     ))

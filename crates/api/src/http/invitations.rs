@@ -23,7 +23,7 @@ use switchboard_domain::Role;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::invitations::{self, Invitation, Standing};
 use switchboard_store::users::{self, User};
-use switchboard_store::{StoreError, org_members};
+use switchboard_store::{StoreError, org_members, orgs};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -114,16 +114,10 @@ async fn invite(
     }
     let role = parse_role(&body.role)?;
     let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let member: Option<Uuid> = sqlx::query_scalar(
-        "SELECT m.user_id FROM org_members m JOIN users u ON u.id = m.user_id
-         WHERE m.org_id = $1 AND lower(u.email) = $2",
-    )
-    .bind(org_id)
-    .bind(&email)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(StoreError::from)?;
-    if member.is_some() {
+    if org_members::find_by_email(&mut *tx, org_id, &email)
+        .await?
+        .is_some()
+    {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "already_member",
@@ -170,11 +164,10 @@ async fn send_invitation(state: &AppState, invitation: &Invitation, link: &str) 
     if !state.mailer.is_configured() {
         return MailOutcome::NotConfigured;
     }
-    let org_name: String = sqlx::query_scalar("SELECT name FROM orgs WHERE id = $1")
-        .bind(invitation.org_id)
-        .fetch_one(&state.db)
-        .await
-        .unwrap_or_else(|_| "Switchboard".into());
+    let org_name = match orgs::get(&state.db, invitation.org_id).await {
+        Ok(Some(org)) => org.name,
+        _ => "Switchboard".into(),
+    };
     let mail = Mail {
         to: invitation.email.clone(),
         subject: format!("You are invited to {org_name} on Switchboard"),
