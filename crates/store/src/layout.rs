@@ -23,6 +23,7 @@ const ACROSS: &[&str] = &[
     "crypto",
     "error",
     "explain",
+    "export",
     "inbox_admin",
     "delivery",
     "dead_letters",

@@ -1,11 +1,12 @@
 //! `switchboard admin audit-export`: the audit log, deployment-wide, to stdout, on the
-//! statement `GET /audit` streams with, row by row as Postgres sends them.
+//! sections `GET /audit` streams, row by row as Postgres sends them.
 
 use anyhow::{Context, bail};
 use futures::TryStreamExt;
 use std::io::Write;
 use switchboard_store::PgPool;
 use switchboard_store::audit::{self, Filter, RowFormat};
+use switchboard_store::export::Snapshot;
 
 /// Writes the rows of `filter` in `format` (`ndjson` or `csv`); how many goes to stderr.
 pub async fn run(pool: &PgPool, filter: &Filter, format: &str) -> anyhow::Result<()> {
@@ -19,28 +20,24 @@ pub async fn run(pool: &PgPool, filter: &Filter, format: &str) -> anyhow::Result
     } else {
         RowFormat::Json
     };
-    let sql = audit::select_sql(row, false);
-    let mut rows = sqlx::query_scalar::<_, String>(&sql)
-        .bind(filter.orgs.clone())
-        .bind(filter.actor)
-        .bind(filter.action.clone())
-        .bind(filter.since)
-        .bind(filter.until)
-        .bind(None::<i64>)
-        .bind(None::<i64>)
-        .fetch(pool);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if row == RowFormat::Csv {
-        write!(out, "{}\r\n", audit::CSV_HEADER)?;
-    }
     let newline = if row == RowFormat::Csv { "\r\n" } else { "\n" };
+    let mut snapshot = Snapshot::begin(pool)
+        .await
+        .context("reading the audit log")?;
     let mut n = 0u64;
-    while let Some(line) = rows.try_next().await.context("reading the audit log")? {
-        out.write_all(line.as_bytes())?;
-        out.write_all(newline.as_bytes())?;
-        n += 1;
+    for section in audit::export_sections(filter, row) {
+        let mut rows = snapshot.rows(&section);
+        while let Some(line) = rows.try_next().await.context("reading the audit log")? {
+            out.write_all(line.as_bytes())?;
+            out.write_all(newline.as_bytes())?;
+            if section.name != "header" {
+                n += 1;
+            }
+        }
     }
+    snapshot.finish().await.context("reading the audit log")?;
     out.flush()?;
     eprintln!("{n} audit rows");
     Ok(())
