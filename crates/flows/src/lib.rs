@@ -15,10 +15,11 @@ pub mod expert;
 pub mod idempotency;
 pub mod inbound;
 pub mod intake;
+pub mod notes;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
-use switchboard_store::PgPool;
+use switchboard_store::{PgPool, StoreError};
 
 /// What the flows need from the pod.
 #[derive(Clone)]
@@ -51,7 +52,15 @@ pub struct Deps {
     pub faults: switchboard_domain::faults::Faults,
 }
 
+/// A flow's own transaction, committed with [`commit`].
+pub type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
 impl Deps {
+    /// Opens a flow's transaction; its failure is the store's, like every statement's in it.
+    pub async fn begin(&self) -> Result<Tx, StoreError> {
+        Ok(self.db.begin().await?)
+    }
+
     /// What the dead-letter job and an admin's retry need to hand a row back.
     pub fn dead_letters(&self) -> switchboard_jobs::periodic::dead_letters::DeadLetters {
         switchboard_jobs::periodic::dead_letters::DeadLetters {
@@ -61,4 +70,9 @@ impl Deps {
             alerts: self.alerts.clone(),
         }
     }
+}
+
+/// Commits a flow's transaction; its failure is the store's.
+pub async fn commit(tx: Tx) -> Result<(), StoreError> {
+    Ok(tx.commit().await?)
 }
