@@ -10,12 +10,17 @@
 //! transaction.
 
 pub mod autopilot;
+pub mod connections;
+pub mod dead_letters;
 pub mod dispatch;
 pub mod expert;
 pub mod idempotency;
 pub mod inbound;
+pub mod inbox;
 pub mod intake;
 pub mod notes;
+pub mod orgs;
+pub mod saved_replies;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
