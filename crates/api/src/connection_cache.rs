@@ -203,3 +203,11 @@ impl ConnectionCache {
         .await;
     }
 }
+
+/// The flows' changes to a connection reach every pod's cache through it.
+#[async_trait::async_trait]
+impl switchboard_flows::connections::Cache for ConnectionCache {
+    async fn invalidate(&self, id: Uuid) {
+        ConnectionCache::invalidate(self, id).await;
+    }
+}

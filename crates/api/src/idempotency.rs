@@ -2,7 +2,8 @@
 //! client that lost the answer never does the work twice, on any pod. This module reads the
 //! header and turns what the key says into responses; claiming it and storing the answer
 //! are `switchboard_flows::idempotency`'s, which a flow that takes a key
-//! (`switchboard_flows::expert::perform`) uses in its own transaction.
+//! (`switchboard_flows::expert::perform`, `switchboard_flows::notes::add`) uses in its own
+//! transaction.
 //!
 //! The key is scoped per (org, user, key) and stored in Postgres with a hash of the method,
 //! path and body. The first request claims the key (committed before it runs, with a lease

@@ -41,7 +41,7 @@
 //! random interleavings of a customer and two experts on two pods).
 
 use crate::Deps;
-use crate::idempotency::{self, Answer, Claim, CompleteError, Guard, Key, KeyError, Keyed};
+use crate::idempotency::{self, Answer, Key, KeyError, Keyed};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::PgConnection;
@@ -258,29 +258,6 @@ pub struct Request {
     pub key: Option<Key>,
 }
 
-/// Why [`perform`] answered no.
-#[derive(Debug, thiserror::Error)]
-pub enum PerformError {
-    /// The action was refused or failed.
-    #[error(transparent)]
-    Action(#[from] ActionError),
-    /// The Idempotency-Key cannot be used now.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-}
-
-impl From<CompleteError> for PerformError {
-    fn from(e: CompleteError) -> Self {
-        PerformError::Key(e.into())
-    }
-}
-
-impl From<sqlx::Error> for PerformError {
-    fn from(e: sqlx::Error) -> Self {
-        PerformError::Action(e.into())
-    }
-}
-
 /// Carries out `request` (see the module's doc), `answer` wording what it did: the answer is
 /// stored under the request's key in the action's transaction, and a refusal, as the caller
 /// words it (`E`), after it, so a retry on any pod gets the same answer. A retry of a key
@@ -291,51 +268,36 @@ pub async fn perform<E>(
     answer: impl FnOnce(&Done) -> Result<Answer, E>,
 ) -> Result<Keyed<(Done, Answer)>, E>
 where
-    E: From<PerformError> + idempotency::Refusal,
+    E: From<ActionError> + From<KeyError> + idempotency::Refusal,
 {
-    let claimed = idempotency::claim(&deps.db, request.key.as_ref()).await;
-    let guard = match claimed.map_err(PerformError::from)? {
-        Claim::Run(guard) => guard,
-        Claim::Replay(first) => return Ok(Keyed::Replayed(first)),
-    };
-    let outcome = perform_keyed(deps, request, guard.as_ref(), answer).await;
-    idempotency::settle(guard, &deps.db, &outcome).await;
-    outcome.map(Keyed::Ran)
-}
-
-/// [`perform`] once its key (if any) is claimed.
-async fn perform_keyed<E: From<PerformError>>(
-    deps: &Deps,
-    request: &Request,
-    guard: Option<&Guard>,
-    answer: impl FnOnce(&Done) -> Result<Answer, E>,
-) -> Result<(Done, Answer), E> {
-    let mut tx = deps.db.begin().await.map_err(PerformError::from)?;
-    let done = carry_out(
-        &mut tx,
-        &deps.faults,
-        request.org_id,
-        request.item_id,
-        By::Expert(&request.actor),
-        &request.action,
-        request.if_match,
-    )
+    idempotency::keyed(&deps.db, request.key.as_ref(), async |guard| {
+        let mut tx = deps.db.begin().await.map_err(ActionError::from)?;
+        let done = carry_out(
+            &mut tx,
+            &deps.faults,
+            request.org_id,
+            request.item_id,
+            By::Expert(&request.actor),
+            &request.action,
+            request.if_match,
+        )
+        .await?;
+        let answer = answer(&done)?;
+        if let Some(guard) = guard {
+            guard
+                .complete_in(&mut tx, answer.status, &answer.body)
+                .await
+                .map_err(KeyError::from)?;
+        }
+        tx.commit().await.map_err(ActionError::from)?;
+        if done.changed {
+            let injected = deps.faults.check(Step::AfterCommit).await;
+            injected.map_err(ActionError::from)?;
+        }
+        after_commit(deps, &done).await;
+        Ok((done, answer))
+    })
     .await
-    .map_err(PerformError::from)?;
-    let answer = answer(&done)?;
-    if let Some(guard) = guard {
-        guard
-            .complete_in(&mut tx, answer.status, &answer.body)
-            .await
-            .map_err(PerformError::from)?;
-    }
-    tx.commit().await.map_err(PerformError::from)?;
-    if done.changed {
-        let injected = deps.faults.check(Step::AfterCommit).await;
-        injected.map_err(|e| PerformError::Action(e.into()))?;
-    }
-    after_commit(deps, &done).await;
-    Ok((done, answer))
 }
 
 /// The autopilot's release of item `item_id` inside `tx`: its current draft is sent when

@@ -119,12 +119,26 @@ pub async fn claim(db: &PgPool, key: Option<&Key>) -> Result<Claim, KeyError> {
     }
 }
 
-/// Settles `guard` once its request ended: a success stored its answer already; an error
-/// is stored when it is a refusal, else the key is given back.
-pub async fn settle<T, E: Refusal>(guard: Option<Guard>, db: &PgPool, outcome: &Result<T, E>) {
-    if let (Some(guard), Err(error)) = (guard, outcome) {
+/// Runs `work` under `key`: claims it, hands `work` the guard to store its answer with (in
+/// its transaction), and settles the key after an error (a refusal is stored, anything else
+/// gives the key back). A retry of a key answered already gets that answer and runs nothing.
+pub async fn keyed<T, E>(
+    db: &PgPool,
+    key: Option<&Key>,
+    work: impl AsyncFnOnce(Option<&Guard>) -> Result<T, E>,
+) -> Result<Keyed<T>, E>
+where
+    E: From<KeyError> + Refusal,
+{
+    let guard = match claim(db, key).await? {
+        Claim::Run(guard) => guard,
+        Claim::Replay(first) => return Ok(Keyed::Replayed(first)),
+    };
+    let outcome = work(guard.as_ref()).await;
+    if let (Some(guard), Err(error)) = (guard, &outcome) {
         guard.fail(db, error.refusal()).await;
     }
+    outcome.map(Keyed::Ran)
 }
 
 /// A claimed key, to be completed with the request's answer.

@@ -10,16 +10,22 @@
 //! transaction.
 
 pub mod autopilot;
+pub mod connections;
+pub mod dead_letters;
 pub mod dispatch;
 pub mod expert;
 pub mod idempotency;
 pub mod inbound;
+pub mod inbox;
 pub mod intake;
+pub mod notes;
+pub mod orgs;
 pub mod periodic;
+pub mod saved_replies;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
-use switchboard_store::PgPool;
+use switchboard_store::{PgPool, StoreError};
 
 /// What the flows need from the pod.
 #[derive(Clone)]
@@ -52,7 +58,15 @@ pub struct Deps {
     pub faults: switchboard_domain::faults::Faults,
 }
 
+/// A flow's own transaction, committed with [`commit`].
+pub type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
 impl Deps {
+    /// Opens a flow's transaction; its failure is the store's, like every statement's in it.
+    pub async fn begin(&self) -> Result<Tx, StoreError> {
+        Ok(self.db.begin().await?)
+    }
+
     /// What the dead-letter job and an admin's retry need to hand a row back.
     pub fn dead_letters(&self) -> crate::periodic::dead_letters::DeadLetters {
         crate::periodic::dead_letters::DeadLetters {
@@ -62,4 +76,9 @@ impl Deps {
             alerts: self.alerts.clone(),
         }
     }
+}
+
+/// Commits a flow's transaction; its failure is the store's.
+pub async fn commit(tx: Tx) -> Result<(), StoreError> {
+    Ok(tx.commit().await?)
 }

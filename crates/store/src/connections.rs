@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use switchboard_domain::ChannelKind;
 use uuid::Uuid;
 
@@ -58,8 +58,8 @@ const COLUMNS: &str =
 
 /// Creates a connection, encrypting its secrets. A live connection with the same org,
 /// channel and name → [`StoreError::Conflict`].
-pub async fn create(
-    pool: &PgPool,
+pub async fn create<'e>(
+    db: impl PgExecutor<'e>,
     cipher: &SecretCipher,
     new: NewConnection<'_>,
 ) -> Result<Connection, StoreError> {
@@ -77,7 +77,7 @@ pub async fn create(
     .bind(new.name)
     .bind(sealed)
     .bind(new.settings)
-    .fetch_one(pool)
+    .fetch_one(db)
     .await
     .map_err(StoreError::from)
 }
@@ -200,12 +200,15 @@ pub async fn update(
 
 /// Soft-deletes a live connection; `None` when there was none. Past conversations keep
 /// their reference, and the name becomes free again.
-pub async fn delete(pool: &PgPool, id: Uuid) -> Result<Option<Connection>, StoreError> {
+pub async fn delete<'e>(
+    db: impl PgExecutor<'e>,
+    id: Uuid,
+) -> Result<Option<Connection>, StoreError> {
     Ok(sqlx::query_as(&format!(
         "UPDATE channel_connections SET deleted_at = now(), updated_at = now()
          WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}"
     ))
     .bind(id)
-    .fetch_optional(pool)
+    .fetch_optional(db)
     .await?)
 }

@@ -91,8 +91,8 @@ pub struct SettingsChange<'a> {
 }
 
 /// Updates an org's settings; `None` when the org is gone.
-pub async fn update_settings(
-    pool: &PgPool,
+pub async fn update_settings<'e>(
+    db: impl sqlx::PgExecutor<'e>,
     id: Uuid,
     change: &SettingsChange<'_>,
 ) -> Result<Option<OrgSettings>, StoreError> {
@@ -111,7 +111,7 @@ pub async fn update_settings(
     .bind(change.sla_minutes)
     .bind(change.retention_days.is_some())
     .bind(change.retention_days.flatten())
-    .fetch_optional(pool)
+    .fetch_optional(db)
     .await
     .map_err(StoreError::from)
 }

@@ -12,9 +12,9 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchboard_domain::{ChannelKind, Role};
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
-use switchboard_store::connections::{self, Changes, Connection, NewConnection};
+use switchboard_flows::connections::{self as flow, Change, ConnectionError};
+use switchboard_store::audit::Actor;
+use switchboard_store::connections::{self, Connection, NewConnection, Secrets};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -62,13 +62,22 @@ impl ConnectionView {
     }
 }
 
-/// 409 for a name another live connection of the org and channel has.
-fn name_taken(error: StoreError, channel: ChannelKind, name: &str) -> ApiError {
-    match error {
-        StoreError::Conflict => ApiError::conflict(format!(
-            "a {channel} connection named {name:?} already exists"
-        )),
-        other => other.into(),
+impl From<ConnectionError> for ApiError {
+    fn from(e: ConnectionError) -> Self {
+        match e {
+            ConnectionError::NameTaken { .. } => ApiError::conflict(e.to_string()),
+            ConnectionError::NotFound => ApiError::not_found("channel connection"),
+            ConnectionError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The audit's actor: the caller, an admin of `org_id`.
+fn admin<'a>(caller: &Caller, org_id: Uuid, request_id: Option<&'a str>) -> Actor<'a> {
+    Actor {
+        org_id: Some(org_id),
+        user_id: Some(caller.user_id),
+        request_id,
     }
 }
 
@@ -97,33 +106,16 @@ async fn create(
     if !settings.is_object() {
         return Err(ApiError::validation("settings must be an object"));
     }
-    let connection = connections::create(
-        &state.db,
-        &state.cipher,
-        NewConnection {
-            org_id: body.org_id,
-            channel,
-            name,
-            secrets: &body.secrets,
-            settings: &settings,
-        },
-    )
-    .await
-    .map_err(|e| name_taken(e, channel, name))?;
-    // Every pod may remember this id as unknown (a webhook that raced the create): forget it.
-    state.connections.invalidate(connection.id).await;
-    audit::record(
-        &state.db,
-        Actor {
-            org_id: Some(connection.org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "channel_connection.created",
-        Some(("channel_connection", connection.id)),
-        json!({"channel": channel, "name": connection.name}),
-    )
-    .await?;
+    let new = NewConnection {
+        org_id: body.org_id,
+        channel,
+        name,
+        secrets: &body.secrets,
+        settings: &settings,
+    };
+    let actor = admin(&caller, body.org_id, request_id.as_deref());
+    let cache = &state.connections;
+    let connection = flow::create(&state.flows, &state.cipher, cache, actor, new).await?;
     Ok((
         StatusCode::CREATED,
         Json(ConnectionView::new(&state, connection)),
@@ -200,46 +192,23 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(body): Json<Value>,
 ) -> ApiResult<Json<ConnectionView>> {
-    // 404/403 before any lock is taken. The row is then locked from the read of its
+    // 404/403 before any lock is taken; the flow then locks the row from the read of its
     // secrets to the commit, so two admins' changes apply one after the other.
-    load_owned(&state, &caller, id).await?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let (connection, stored) = connections::lock_with_secrets(&mut tx, &state.cipher, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("channel connection"))?;
-    // A refusal drops `tx`, which rolls back: nothing is written.
-    let plan = connection_secrets::plan(&connection, &stored, body, chrono::Utc::now())?;
-    let changes = Changes {
-        name: plan.name.as_deref(),
-        settings: plan.settings.as_ref(),
-        secrets: Some(&plan.secrets),
+    let org_id = load_owned(&state, &caller, id).await?.org_id;
+    let actor = admin(&caller, org_id, request_id.as_deref());
+    let plan = |connection: &Connection, stored: &Secrets| {
+        let plan = connection_secrets::plan(connection, stored, body, chrono::Utc::now())?;
+        Ok::<_, ApiError>(Change {
+            audit: plan.audit_details(),
+            name: plan.name,
+            settings: plan.settings,
+            secrets: plan.secrets,
+        })
     };
-    let updated = connections::update(&mut tx, &state.cipher, id, changes)
-        .await
-        .map_err(|e| {
-            name_taken(
-                e,
-                connection.channel,
-                plan.name.as_deref().unwrap_or_default(),
-            )
-        })?
-        .ok_or_else(|| ApiError::not_found("channel connection"))?;
-    audit::record(
-        &mut *tx,
-        Actor {
-            org_id: Some(updated.org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "channel_connection.updated",
-        Some(("channel_connection", id)),
-        plan.audit_details(),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
     // Every pod drops its cached copy (Redis pub/sub, see `connection_cache`): webhooks
     // everywhere verify with the new secrets within moments.
-    state.connections.invalidate(id).await;
+    let cache = &state.connections;
+    let updated = flow::update(&state.flows, &state.cipher, cache, actor, id, plan).await?;
     Ok(Json(ConnectionView::new(&state, updated)))
 }
 
@@ -252,22 +221,8 @@ async fn remove(
     RequestId(request_id): RequestId,
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
-    load_owned(&state, &caller, id).await?;
-    let deleted = connections::delete(&state.db, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("channel connection"))?;
-    state.connections.invalidate(id).await;
-    audit::record(
-        &state.db,
-        Actor {
-            org_id: Some(deleted.org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "channel_connection.deleted",
-        Some(("channel_connection", deleted.id)),
-        json!({}),
-    )
-    .await?;
+    let org_id = load_owned(&state, &caller, id).await?.org_id;
+    let actor = admin(&caller, org_id, request_id.as_deref());
+    flow::delete(&state.flows, &state.connections, actor, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -11,9 +11,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use switchboard_domain::{ChannelKind, DeadLetterStatus, Role};
-use switchboard_flows::periodic::dead_letters::{after_retry, retry_now};
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::dead_letters::{self as flow, RetryError};
+use switchboard_store::audit::Actor;
 use switchboard_store::dead_letters::{self, DeadLetter, Filter};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -133,36 +132,24 @@ async fn retry(
     let found = dead_letters::get(&state.db, id).await?;
     let letter = found.ok_or_else(|| ApiError::not_found("dead letter"))?;
     caller.require_admin(letter.org_id)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let Some(requeued) = retry_now(&mut tx, id).await? else {
-        tx.rollback().await.map_err(StoreError::from)?;
-        let now = dead_letters::get(&state.db, id).await?;
-        let status = now.map_or(letter.status, |l| l.status);
-        return Err(ApiError::conflict(format!(
-            "the dead letter is {status}; only queued or dead ones can be retried"
-        ))
-        .with_field("current", &json!({"status": status})));
-    };
     let actor = Actor {
         org_id: Some(letter.org_id),
         user_id: Some(caller.user_id),
         request_id: request_id.as_deref(),
     };
-    let details = json!({"outbox_id": requeued.outbox_id, "previous_status": letter.status});
-    audit::record(
-        &mut *tx,
-        actor,
-        "dead_letter.retry",
-        Some(("dead_letter", id)),
-        details,
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    after_retry(&state.flows.dead_letters(), &requeued).await;
-    let updated = dead_letters::get(&state.db, id).await?;
     Ok(Json(
-        updated
-            .ok_or_else(|| ApiError::not_found("dead letter"))?
-            .into(),
+        flow::retry(&state.flows, actor, &letter).await?.into(),
     ))
+}
+
+impl From<RetryError> for ApiError {
+    fn from(e: RetryError) -> Self {
+        match e {
+            RetryError::NotRetryable(status) => {
+                ApiError::conflict(e.to_string()).with_field("current", &json!({"status": status}))
+            }
+            RetryError::NotFound => ApiError::not_found("dead letter"),
+            RetryError::Store(e) => e.into(),
+        }
+    }
 }

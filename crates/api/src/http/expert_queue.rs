@@ -28,7 +28,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use switchboard_domain::{Author, ChannelKind, DeliveryStatus, QueueStatus, Role};
-use switchboard_flows::expert::{self, Action, ActionError, Actor, Done, PerformError};
+use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
 use switchboard_flows::idempotency::{Answer, Keyed};
 use switchboard_store::expert_queue::{self, Assigned, ItemFilter, ItemRow, Order};
 use utoipa::{IntoParams, ToSchema};
@@ -541,66 +541,59 @@ fn answer(done: &Done) -> ApiResult<Answer> {
     })
 }
 
-impl From<PerformError> for ApiError {
-    fn from(error: PerformError) -> Self {
+impl From<ActionError> for ApiError {
+    fn from(error: ActionError) -> Self {
         match error {
-            PerformError::Action(refused) => refusal(refused),
-            PerformError::Key(e) => e.into(),
-        }
-    }
-}
-
-fn refusal(error: ActionError) -> ApiError {
-    match error {
-        ActionError::Conflict(current) => ApiError::conflict(format!(
-            "the item is {} now{}",
-            current.status.as_str(),
-            current
-                .claimed_by
-                .map(|u| format!(", held by {u}"))
-                .unwrap_or_default()
-        ))
-        .with_field("current", &current),
-        ActionError::Precondition(item) => ApiError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "precondition_failed",
-            format!(
-                "the item changed: it is at version {} (review it again before acting)",
-                item.version
+            ActionError::Conflict(current) => ApiError::conflict(format!(
+                "the item is {} now{}",
+                current.status.as_str(),
+                current
+                    .claimed_by
+                    .map(|u| format!(", held by {u}"))
+                    .unwrap_or_default()
+            ))
+            .with_field("current", &current),
+            ActionError::Precondition(item) => ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition_failed",
+                format!(
+                    "the item changed: it is at version {} (review it again before acting)",
+                    item.version
+                ),
+            )
+            .with_field("current", &ItemView::from(*item)),
+            ActionError::NoDraft(item) => ApiError::new(
+                StatusCode::CONFLICT,
+                "no_draft",
+                "the item holds no draft to send: write the reply, or wait for the agent's draft",
+            )
+            .with_field("current", &ItemView::from(*item)),
+            ActionError::StaleDraft(item) => ApiError::new(
+                StatusCode::CONFLICT,
+                "stale_draft",
+                "the draft answers an older customer message: review the conversation again",
+            )
+            .with_field("current", &ItemView::from(*item)),
+            ActionError::LiveItem {
+                current,
+                live_item_id,
+            } => ApiError::conflict(format!(
+                "the conversation already has a live item ({live_item_id}): act on that one"
+            ))
+            .with_field(
+                "current",
+                &json!({
+                    "status": current.status,
+                    "version": current.version,
+                    "claimed_by": current.claimed_by,
+                    "live_item_id": live_item_id,
+                }),
             ),
-        )
-        .with_field("current", &ItemView::from(*item)),
-        ActionError::NoDraft(item) => ApiError::new(
-            StatusCode::CONFLICT,
-            "no_draft",
-            "the item holds no draft to send: write the reply, or wait for the agent's draft",
-        )
-        .with_field("current", &ItemView::from(*item)),
-        ActionError::StaleDraft(item) => ApiError::new(
-            StatusCode::CONFLICT,
-            "stale_draft",
-            "the draft answers an older customer message: review the conversation again",
-        )
-        .with_field("current", &ItemView::from(*item)),
-        ActionError::LiveItem {
-            current,
-            live_item_id,
-        } => ApiError::conflict(format!(
-            "the conversation already has a live item ({live_item_id}): act on that one"
-        ))
-        .with_field(
-            "current",
-            &json!({
-                "status": current.status,
-                "version": current.version,
-                "claimed_by": current.claimed_by,
-                "live_item_id": live_item_id,
-            }),
-        ),
-        ActionError::NotFound => ApiError::not_found("queue item"),
-        ActionError::Forbidden => ApiError::forbidden(),
-        ActionError::Invalid(message) => ApiError::validation(message),
-        ActionError::Store(e) => e.into(),
-        ActionError::Injected(e) => ApiError::internal(e),
+            ActionError::NotFound => ApiError::not_found("queue item"),
+            ActionError::Forbidden => ApiError::forbidden(),
+            ActionError::Invalid(message) => ApiError::validation(message),
+            ActionError::Store(e) => e.into(),
+            ActionError::Injected(e) => ApiError::internal(e),
+        }
     }
 }

@@ -12,10 +12,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use switchboard_domain::{ChannelKind, Role};
-use switchboard_store::audit::{self, Actor};
-use switchboard_store::inbox_admin::{self, EventFilter, EventRow, EventStatus, Replay};
+use switchboard_flows::inbox::{self as flow, ReplayError};
+use switchboard_store::audit::Actor;
+use switchboard_store::inbox_admin::{self, EventFilter, EventRow, EventStatus};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -181,31 +182,12 @@ async fn replay(
     Path(id): Path<Uuid>,
 ) -> ApiResult<(StatusCode, Json<ReplayResponse>)> {
     let org = event_org(&state, &caller, id).await?;
-    match inbox_admin::replay(&state.db, id).await? {
-        Replay::Ready => {}
-        Replay::AlreadyProcessed => {
-            return Err(ApiError::conflict(
-                "this event is processed; running its job again would change nothing",
-            ));
-        }
-        Replay::Missing => return Err(ApiError::not_found("inbound event")),
-    }
-    audit::record(
-        &state.db,
-        Actor {
-            org_id: Some(org),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "inbound_event.replayed",
-        Some(("inbound_event", id)),
-        json!({}),
-    )
-    .await?;
-    // Without Redis the sweeper enqueues it: it is unparked and due now.
-    if let Err(e) = state.inbound.push_events(&[id]).await {
-        tracing::warn!(event_id = %id, error = %e, "replay enqueue failed; the inbox sweeper will pick it up");
-    }
+    let actor = Actor {
+        org_id: Some(org),
+        user_id: Some(caller.user_id),
+        request_id: request_id.as_deref(),
+    };
+    flow::replay(&state.flows, &state.inbound, actor, id).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(ReplayResponse {
@@ -213,4 +195,14 @@ async fn replay(
             event_id: id,
         }),
     ))
+}
+
+impl From<ReplayError> for ApiError {
+    fn from(e: ReplayError) -> Self {
+        match e {
+            ReplayError::AlreadyProcessed => ApiError::conflict(e.to_string()),
+            ReplayError::NotFound => ApiError::not_found("inbound event"),
+            ReplayError::Store(e) => e.into(),
+        }
+    }
 }

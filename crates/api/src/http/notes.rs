@@ -2,23 +2,21 @@
 //! `conversation_notes`, never in `messages`, so neither the dispatch job (customers) nor
 //! the inbound job (the agent's history and `history_summary`) can read it; its
 //! `note_added` event goes to the org's console sockets through the event outbox, committed
-//! with the note and its audit row. `Idempotency-Key` makes a double click one note.
+//! with the note and its audit row (`switchboard_flows::notes`). `Idempotency-Key` makes a
+//! double click one note.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, RequestId};
-use crate::idempotency::{Begin, Idempotent, KeyGuard};
+use crate::idempotency::{self, Idempotent};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
-use switchboard_domain::Event;
-use switchboard_domain::events::NoteAdded;
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::idempotency::{Answer, Keyed};
+use switchboard_flows::notes::{self, Author};
 use switchboard_store::conversation_notes::{self, Note};
 use switchboard_store::conversations;
 use utoipa::ToSchema;
@@ -115,82 +113,22 @@ async fn add_note(
             "body must be 1 to {MAX_BODY} characters"
         )));
     }
-    let guard = match req.begin(&state.db, org_id, caller.user_id).await? {
-        Begin::Answer(response) => return Ok(response),
-        Begin::Run(guard) => guard,
-    };
     let author = Author {
         org_id,
         user_id: caller.user_id,
         request_id: request_id.as_deref(),
     };
-    match store(&state, author, id, body, guard.as_ref()).await {
-        Ok(view) => {
-            state.flows.emitter.wake();
-            Ok((StatusCode::CREATED, axum::Json(view)).into_response())
-        }
-        Err(error) => {
-            if let Some(guard) = guard {
-                guard.fail(&state.db, &error).await;
-            }
-            Err(error)
-        }
-    }
-}
-
-/// Who writes the note, in which org, through which request.
-struct Author<'a> {
-    org_id: Uuid,
-    user_id: Uuid,
-    request_id: Option<&'a str>,
-}
-
-/// One transaction: the note, its audit row, its `note_added` event and the stored answer.
-async fn store(
-    state: &AppState,
-    author: Author<'_>,
-    conversation_id: Uuid,
-    body: &str,
-    guard: Option<&KeyGuard>,
-) -> ApiResult<serde_json::Value> {
-    let actor = Actor {
-        org_id: Some(author.org_id),
-        user_id: Some(author.user_id),
-        request_id: author.request_id,
-    };
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let note = conversation_notes::insert(
-        &mut *tx,
-        author.org_id,
-        conversation_id,
-        author.user_id,
-        body,
-    )
+    let key = req.key(org_id, caller.user_id);
+    let added = notes::add(&state.flows, author, id, body, key.as_ref(), |note| {
+        let view = serde_json::to_value(NoteView::from(note)).map_err(ApiError::internal)?;
+        Ok::<_, ApiError>(Answer {
+            status: StatusCode::CREATED.as_u16(),
+            body: view,
+        })
+    })
     .await?;
-    let event = Event::NoteAdded(NoteAdded {
-        id: note.id,
-        conversation_id,
-        author_user_id: note.author_user_id,
-        author_email: note.author_email.clone(),
-        body: note.body.clone(),
-        created_at: note.created_at,
-    });
-    audit::record_with_events(
-        &mut *tx,
-        actor,
-        "conversation.note_added",
-        Some(("conversation_note", note.id)),
-        json!({"conversation_id": conversation_id, "length": note.body.chars().count()}),
-        &[event],
-    )
-    .await?;
-    let view = serde_json::to_value(NoteView::from(note)).map_err(ApiError::internal)?;
-    if let Some(guard) = guard {
-        guard
-            .complete_in(&mut tx, StatusCode::CREATED, &view)
-            .await
-            .map_err(ApiError::from)?;
-    }
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(view)
+    Ok(match added {
+        Keyed::Ran(answer) => (StatusCode::CREATED, axum::Json(answer.body)).into_response(),
+        Keyed::Replayed(first) => idempotency::replayed(first),
+    })
 }

@@ -11,9 +11,9 @@ use crate::state::AppState;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use switchboard_domain::{ReportKind, Role};
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::orgs::{self as flow, SettingsError};
+use switchboard_store::audit::Actor;
 use switchboard_store::orgs::{self, OrgSettings};
 use switchboard_store::reports::{self, Report};
 use utoipa::{IntoParams, ToSchema};
@@ -252,25 +252,20 @@ async fn update_settings(
         sla_minutes: body.sla_minutes,
         retention_days: body.retention_days,
     };
-    let org = orgs::update_settings(&state.db, org_id, &change)
-        .await?
-        .ok_or_else(|| ApiError::not_found("org"))?;
-    audit::record(
-        &state.db,
-        Actor {
-            org_id: Some(org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "org.settings_updated",
-        None,
-        json!({
-            "time_zone": change.time_zone,
-            "account_manager_email": change.account_manager_email,
-            "sla_minutes": change.sla_minutes,
-            "retention_days": change.retention_days,
-        }),
-    )
-    .await?;
+    let actor = Actor {
+        org_id: Some(org_id),
+        user_id: Some(caller.user_id),
+        request_id: request_id.as_deref(),
+    };
+    let org = flow::update_settings(&state.flows, actor, org_id, &change).await?;
     Ok(Json(org.into()))
+}
+
+impl From<SettingsError> for ApiError {
+    fn from(e: SettingsError) -> Self {
+        match e {
+            SettingsError::NotFound => ApiError::not_found("org"),
+            SettingsError::Store(e) => e.into(),
+        }
+    }
 }

@@ -13,10 +13,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use switchboard_domain::Role;
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::saved_replies::{self as flow, SavedReplyError};
+use switchboard_store::audit::Actor;
 use switchboard_store::saved_replies::{self, SavedReply};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -144,13 +143,13 @@ fn valid_body(body: &str) -> ApiResult<&str> {
     Ok(body)
 }
 
-/// 409 for a name the org already uses.
-fn name_taken(error: StoreError, name: &str) -> ApiError {
-    match error {
-        StoreError::Conflict => {
-            ApiError::conflict(format!("a saved reply named {name:?} already exists"))
+impl From<SavedReplyError> for ApiError {
+    fn from(e: SavedReplyError) -> Self {
+        match e {
+            SavedReplyError::NameTaken(_) => ApiError::conflict(e.to_string()),
+            SavedReplyError::NotFound => ApiError::not_found("saved reply"),
+            SavedReplyError::Store(e) => e.into(),
         }
-        other => other.into(),
     }
 }
 
@@ -193,19 +192,8 @@ async fn create(
     caller.require_admin(org_id)?;
     let name = valid_name(&req.name)?;
     let body = valid_body(&req.body)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let reply = saved_replies::insert(&mut *tx, org_id, name, body, caller.user_id)
-        .await
-        .map_err(|e| name_taken(e, name))?;
-    audit::record(
-        &mut *tx,
-        actor(org_id, &caller, request_id.as_deref()),
-        "saved_reply.created",
-        Some(("saved_reply", reply.id)),
-        json!({"name": reply.name}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    let reply = flow::create(&state.flows, actor, org_id, caller.user_id, name, body).await?;
     Ok((StatusCode::CREATED, Json(reply.into())))
 }
 
@@ -228,20 +216,8 @@ async fn update(
     }
     let name = req.name.as_deref().map(valid_name).transpose()?;
     let body = req.body.as_deref().map(valid_body).transpose()?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let reply = saved_replies::update(&mut *tx, org_id, id, name, body)
-        .await
-        .map_err(|e| name_taken(e, name.unwrap_or_default()))?
-        .ok_or_else(|| ApiError::not_found("saved reply"))?;
-    audit::record(
-        &mut *tx,
-        actor(org_id, &caller, request_id.as_deref()),
-        "saved_reply.updated",
-        Some(("saved_reply", reply.id)),
-        json!({"name": reply.name, "renamed": name.is_some(), "body_changed": body.is_some()}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    let reply = flow::update(&state.flows, actor, org_id, id, name, body).await?;
     Ok(Json(reply.into()))
 }
 
@@ -256,19 +232,8 @@ async fn remove(
     Path((org_id, id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     caller.require_admin(org_id)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let name = saved_replies::delete(&mut *tx, org_id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("saved reply"))?;
-    audit::record(
-        &mut *tx,
-        actor(org_id, &caller, request_id.as_deref()),
-        "saved_reply.deleted",
-        Some(("saved_reply", id)),
-        json!({"name": name}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    flow::delete(&state.flows, actor, org_id, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
