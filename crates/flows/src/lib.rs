@@ -21,6 +21,7 @@ pub mod intake;
 pub mod notes;
 pub mod orgs;
 pub mod saved_replies;
+pub mod team;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;
