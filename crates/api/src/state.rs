@@ -36,6 +36,27 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// What the team's flows (members, invitations, passwords, sessions) need of the pod.
+    pub fn team(&self) -> switchboard_flows::team::Team<'_> {
+        switchboard_flows::team::Team {
+            deps: &self.flows,
+            mailer: &self.mailer,
+            console_url: self.config.http.public_base_url.as_str(),
+            sessions: self,
+            tasks: self.lifecycle.tasks(),
+        }
+    }
+}
+
+/// A user's revoked sessions end on every pod through the realtime layer.
+#[async_trait::async_trait]
+impl switchboard_flows::team::Sessions for AppState {
+    async fn disconnect_user(&self, user_id: uuid::Uuid) {
+        self.realtime.disconnect_user(user_id).await;
+    }
+}
+
 impl std::ops::Deref for AppState {
     type Target = AppStateInner;
     fn deref(&self) -> &AppStateInner {

@@ -22,6 +22,7 @@ pub mod notes;
 pub mod orgs;
 pub mod periodic;
 pub mod saved_replies;
+pub mod team;
 
 use std::sync::Arc;
 use switchboard_coord::Redis;

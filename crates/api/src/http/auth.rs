@@ -3,6 +3,8 @@
 //! `POST /auth/logout-all` (every token: the user's token version bumped). Both are rows in
 //! Postgres, so they hold on every pod whatever Redis is doing; REST refuses the token at
 //! the next request and every pod closes its sockets within seconds (`realtime::sessions`).
+//! The rate limits, the hashing turns and the token are here; the password check, the audit
+//! rows and the revocations are `switchboard_flows::team::sessions`'.
 
 use crate::auth::Caller;
 use crate::error::ErrorBody;
@@ -15,13 +17,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::sync::LazyLock;
 use std::time::Duration;
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::team::sessions::{self, LogIn};
 use switchboard_store::users::{self, Membership, User};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -29,11 +29,6 @@ use utoipa_axum::routes;
 
 /// The longest email address there can be (RFC 5321 path limit).
 const MAX_EMAIL_LEN: usize = 254;
-
-/// A hash to verify against when the address is unknown, so a miss costs what a hit costs
-/// and response time does not reveal which addresses exist.
-pub(crate) static DUMMY_HASH: LazyLock<String> =
-    LazyLock::new(|| users::hash_password("switchboard-timing-equaliser").unwrap_or_default());
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -97,64 +92,28 @@ async fn login(
         Ok(attempt) => attempt,
         Err(refused) => return Ok(refused),
     };
-    let email_sha256 = attempt.email_sha256.clone();
     let _turn = hashing_turn().await?;
-
-    let found = users::find_for_login(&state.db, &email).await?;
-    let password = body.password;
-    let (record, ok) = tokio::task::spawn_blocking(move || match found {
-        Some(record) => {
-            let ok = users::verify_password(&password, &record.password_hash);
-            (Some(record), ok)
+    let (request_id, email_sha256) = (request_id.as_deref(), &attempt.email_sha256);
+    let login = sessions::log_in(
+        &state.flows,
+        request_id,
+        &email,
+        email_sha256,
+        body.password,
+    );
+    let record = match login.await? {
+        LogIn::Accepted(record) => record,
+        LogIn::Deactivated => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "user_deactivated",
+                "this user is deactivated; ask an administrator",
+            ));
         }
-        None => {
-            users::verify_password(&password, &DUMMY_HASH);
-            (None, false)
+        LogIn::Refused => {
+            attempt.failed(&state).await;
+            return Err(ApiError::unauthorized("invalid email or password"));
         }
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    // Only the right password learns that the account is deactivated.
-    let deactivated = ok && record.as_ref().is_some_and(|r| r.deactivated);
-    let user = record.as_ref().map(|r| &r.user);
-
-    // Audited either way; never the password, and the address only as a hash (a failed
-    // attempt's address may be anyone's).
-    let (outcome, details) = if deactivated {
-        (
-            "auth.login_failed",
-            json!({"email_sha256": email_sha256, "reason": "deactivated"}),
-        )
-    } else if ok {
-        ("auth.login", json!({"email_sha256": email_sha256}))
-    } else {
-        ("auth.login_failed", json!({"email_sha256": email_sha256}))
-    };
-    let audited = audit::record(
-        &state.db,
-        Actor {
-            org_id: None,
-            user_id: user.as_ref().map(|u| u.id),
-            request_id: request_id.as_deref(),
-        },
-        outcome,
-        user.map(|u| ("user", u.id)),
-        details,
-    )
-    .await;
-    if let Err(e) = audited {
-        tracing::warn!(error = %e, "could not audit a login");
-    }
-    if deactivated {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "user_deactivated",
-            "this user is deactivated; ask an administrator",
-        ));
-    }
-    let Some(record) = record.filter(|_| ok) else {
-        attempt.failed(&state).await;
-        return Err(ApiError::unauthorized("invalid email or password"));
     };
     attempt.succeeded(&state).await;
     let (token, expires_at) = state
@@ -223,17 +182,15 @@ async fn logout(
     caller: Caller,
     RequestId(request_id): RequestId,
 ) -> ApiResult<StatusCode> {
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    users::revoke_token(&mut *tx, caller.user_id, caller.jti, caller.expires_at).await?;
-    audit::record(
-        &mut *tx,
-        actor(&caller, request_id.as_deref()),
-        "auth.logout",
-        Some(("user", caller.user_id)),
-        json!({"jti": caller.jti}),
+    let (user_id, jti, expires_at) = (caller.user_id, caller.jti, caller.expires_at);
+    sessions::log_out(
+        &state.flows,
+        request_id.as_deref(),
+        user_id,
+        jti,
+        expires_at,
     )
     .await?;
-    tx.commit().await.map_err(StoreError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -245,29 +202,8 @@ async fn logout_all(
     caller: Caller,
     RequestId(request_id): RequestId,
 ) -> ApiResult<StatusCode> {
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let version = users::bump_token_version(&mut *tx, caller.user_id).await?;
-    audit::record(
-        &mut *tx,
-        actor(&caller, request_id.as_deref()),
-        "auth.logout_all",
-        Some(("user", caller.user_id)),
-        json!({"token_version": version}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    // At once where Redis carries it; each pod's session check closes the rest regardless.
-    state.realtime.disconnect_user(caller.user_id).await;
+    sessions::log_out_everywhere(state.team(), request_id.as_deref(), caller.user_id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// The audit actor of a user acting on their own sessions (no org).
-fn actor<'a>(caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
-    Actor {
-        org_id: None,
-        user_id: Some(caller.user_id),
-        request_id,
-    }
 }
 
 /// The per-email limits on checking an account's password by its email, for login and

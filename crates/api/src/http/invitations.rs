@@ -3,12 +3,14 @@
 //! the admin either way (a failed or unconfigured send loses nothing: they copy it). The
 //! invitee accepts once, within seven days: a new user sets their password, someone who
 //! already has an account proves it with their current one; either way they are logged in.
+//! The password is checked here; the invitation, its mail and the membership are
+//! `switchboard_flows::team::invitations`'.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, RequestId};
 use crate::http::auth::{LoginResponse, PasswordAttempt, hashing_turn};
-use crate::http::passwords::{check_password, console_link, hash, limit_address};
+use crate::http::passwords::{check_password, hash, limit_address};
 use crate::state::AppState;
 use axum::Extension;
 use axum::extract::{ConnectInfo, State};
@@ -16,21 +18,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::net::SocketAddr;
-use switchboard_channels::mail::Mail;
 use switchboard_domain::Role;
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::team::invitations::{self as flow, Joining, Mailed};
+use switchboard_store::audit::Actor;
 use switchboard_store::invitations::{self, Invitation, Standing};
 use switchboard_store::users::{self, User};
-use switchboard_store::{StoreError, org_members, orgs};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-/// How long an invitation link works.
-const INVITATION_TTL: chrono::Duration = chrono::Duration::days(7);
 /// The longest email address there can be (RFC 5321 path limit).
 const MAX_EMAIL_LEN: usize = 254;
 /// The longest display name.
@@ -113,79 +111,22 @@ async fn invite(
         return Err(ApiError::validation("email must be one email address"));
     }
     let role = parse_role(&body.role)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    if org_members::find_by_email(&mut *tx, org_id, &email)
-        .await?
-        .is_some()
-    {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "already_member",
-            "this address is a member of the org already",
-        ));
-    }
-    let (token, hash) = invitations::new_token();
-    let invitation = invitations::create(
-        &mut tx,
-        org_id,
-        &email,
-        role,
-        caller.user_id,
-        &hash,
-        Utc::now() + INVITATION_TTL,
-    )
-    .await?;
-    audit::record(
-        &mut *tx,
-        Actor {
-            org_id: Some(org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "invitation.created",
-        Some(("invitation", invitation.id)),
-        json!({"role": role, "email": email, "expires_at": invitation.expires_at}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-
-    let link = console_link(&state, &format!("accept/{token}"));
-    let mail = send_invitation(&state, &invitation, &link).await;
+    let actor = Actor {
+        org_id: Some(org_id),
+        user_id: Some(caller.user_id),
+        request_id: request_id.as_deref(),
+    };
+    let invited = flow::invite(state.team(), actor, org_id, caller.user_id, &email, role).await?;
     let body = Invited {
-        invitation,
-        link,
-        mail,
+        invitation: invited.invitation,
+        link: invited.link,
+        mail: match invited.mail {
+            Mailed::Sent => MailOutcome::Sent,
+            Mailed::Failed => MailOutcome::Failed,
+            Mailed::NotConfigured => MailOutcome::NotConfigured,
+        },
     };
     Ok((StatusCode::CREATED, Json(body)).into_response())
-}
-
-/// Sends the invitation once; the invitation stands whatever happens here.
-async fn send_invitation(state: &AppState, invitation: &Invitation, link: &str) -> MailOutcome {
-    if !state.mailer.is_configured() {
-        return MailOutcome::NotConfigured;
-    }
-    let org_name = match orgs::get(&state.db, invitation.org_id).await {
-        Ok(Some(org)) => org.name,
-        _ => "Switchboard".into(),
-    };
-    let mail = Mail {
-        to: invitation.email.clone(),
-        subject: format!("You are invited to {org_name} on Switchboard"),
-        text: format!(
-            "You are invited to join {org_name} on Switchboard as {role}.\n\n\
-             Accept here (the link works once, until {expires}):\n{link}\n",
-            role = invitation.role.as_str(),
-            expires = invitation.expires_at.format("%Y-%m-%d %H:%M UTC"),
-        ),
-        html: None,
-    };
-    match state.mailer.send(&mail).await {
-        Ok(_) => MailOutcome::Sent,
-        Err(e) => {
-            tracing::warn!(error = %e, invitation = %invitation.id, "could not send an invitation");
-            MailOutcome::Failed
-        }
-    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -220,26 +161,12 @@ async fn revoke_invitation(
     Path((org_id, invitation_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     caller.require_admin(org_id)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    if invitations::revoke(&mut *tx, org_id, invitation_id)
-        .await?
-        .is_none()
-    {
-        return Err(ApiError::not_found("invitation"));
-    }
-    audit::record(
-        &mut *tx,
-        Actor {
-            org_id: Some(org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "invitation.revoked",
-        Some(("invitation", invitation_id)),
-        json!({}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    let actor = Actor {
+        org_id: Some(org_id),
+        user_id: Some(caller.user_id),
+        request_id: request_id.as_deref(),
+    };
+    flow::revoke(&state.flows, actor, org_id, invitation_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -372,7 +299,8 @@ async fn accept_invitation(
         )));
     }
     let existing = users::find_for_login(&state.db, &invitation.email).await?;
-    let (user_id, new_hash) = match &existing {
+    let new_hash: String;
+    let joining = match &existing {
         Some(record) => {
             if body.password.is_empty() || body.password.len() > users::PASSWORD_MAX_BYTES {
                 return Err(ApiError::validation(
@@ -406,58 +334,19 @@ async fn accept_invitation(
                     "this user is deactivated; ask an administrator",
                 ));
             }
-            (Some(record.user.id), None)
+            Joining::Existing(record.user.id)
         }
         None => {
             check_password("password", &body.password)?;
-            (None, Some(hash(body.password).await?))
+            new_hash = hash(body.password).await?;
+            Joining::New {
+                password_hash: &new_hash,
+                display_name: display_name.as_deref(),
+            }
         }
     };
+    let record = flow::accept(&state.flows, request_id.as_deref(), &invitation, joining).await?;
 
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let user_id = match (user_id, new_hash) {
-        (Some(id), _) => id,
-        (None, Some(hash)) => {
-            users::insert(&mut *tx, &invitation.email, &hash, display_name.as_deref())
-                .await?
-                .ok_or_else(|| {
-                    ApiError::conflict("an account with this address was just made: try again")
-                })?
-                .id
-        }
-        (None, None) => return Err(ApiError::internal(StoreError::Unexpected("no hash".into()))),
-    };
-    if !invitations::accept(&mut *tx, invitation.id, user_id).await? {
-        return Err(ApiError::new(
-            StatusCode::GONE,
-            "invitation_used",
-            "this invitation was accepted already: log in instead",
-        ));
-    }
-    if !org_members::add(&mut *tx, invitation.org_id, user_id, invitation.role).await? {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "already_member",
-            "you are a member of this org already: log in instead",
-        ));
-    }
-    audit::record(
-        &mut *tx,
-        Actor {
-            org_id: Some(invitation.org_id),
-            user_id: Some(user_id),
-            request_id: request_id.as_deref(),
-        },
-        "invitation.accepted",
-        Some(("invitation", invitation.id)),
-        json!({"role": invitation.role, "new_user": existing.is_none()}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-
-    let record = users::find_for_login(&state.db, &invitation.email)
-        .await?
-        .ok_or_else(|| ApiError::internal(StoreError::Unexpected("accepted user gone".into())))?;
     let (token, expires_at) = state
         .jwt
         .issue(record.user.id, record.token_version)

@@ -8,7 +8,8 @@
 //! working with the membership: REST refuses it at the next request (401 `token_revoked`),
 //! the member's sockets are closed on every pod through Redis at once, and, should that
 //! broadcast be lost (Redis away, this pod killed right after the commit), by each pod's own
-//! session check within seconds. The member logs in again to use their other orgs.
+//! session check within seconds. The member logs in again to use their other orgs. The
+//! changes are `switchboard_flows::team::members`'.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -17,12 +18,10 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use switchboard_domain::Role;
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
+use switchboard_flows::team::{TeamError, members};
+use switchboard_store::audit::Actor;
 use switchboard_store::org_members::{self, OrgMember};
-use switchboard_store::users;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -57,31 +56,12 @@ async fn list_members(
     }))
 }
 
-fn last_admin() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "last_admin",
-        "an org keeps at least one active admin: make someone else admin first",
-    )
-}
-
 fn actor<'a>(org_id: Uuid, caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
     Actor {
         org_id: Some(org_id),
         user_id: Some(caller.user_id),
         request_id,
     }
-}
-
-/// The member as they are now, after a change in `tx`.
-async fn member_now(
-    tx: &mut sqlx::PgConnection,
-    org_id: Uuid,
-    user_id: Uuid,
-) -> ApiResult<OrgMember> {
-    org_members::get(tx, org_id, user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("member"))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -110,24 +90,8 @@ async fn change_role(
         .role
         .parse()
         .map_err(|_| ApiError::validation("role must be `admin` or `expert`"))?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    org_members::lock_org(&mut tx, org_id).await?;
-    if role != Role::Admin && org_members::is_last_admin(&mut tx, org_id, user_id).await? {
-        return Err(last_admin());
-    }
-    let Some(was) = org_members::set_role(&mut *tx, org_id, user_id, role).await? else {
-        return Err(ApiError::not_found("member"));
-    };
-    audit::record(
-        &mut *tx,
-        actor(org_id, &caller, request_id.as_deref()),
-        "org_member.role_changed",
-        Some(("user", user_id)),
-        json!({"from": was, "to": role}),
-    )
-    .await?;
-    let member = member_now(&mut tx, org_id, user_id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    let member = members::change_role(&state.flows, actor, org_id, user_id, role).await?;
     Ok(Json(member))
 }
 
@@ -144,25 +108,8 @@ async fn deactivate_member(
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<Json<OrgMember>> {
     caller.require_admin(org_id)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    org_members::lock_org(&mut tx, org_id).await?;
-    if org_members::is_last_admin(&mut tx, org_id, user_id).await? {
-        return Err(last_admin());
-    }
-    if !org_members::deactivate(&mut *tx, org_id, user_id).await? {
-        return Err(ApiError::not_found("member"));
-    }
-    audit::record(
-        &mut *tx,
-        actor(org_id, &caller, request_id.as_deref()),
-        "org_member.deactivated",
-        Some(("user", user_id)),
-        json!({}),
-    )
-    .await?;
-    let member = member_now(&mut tx, org_id, user_id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    state.realtime.disconnect_user(user_id).await;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    let member = members::deactivate(state.team(), actor, org_id, user_id).await?;
     Ok(Json(member))
 }
 
@@ -178,20 +125,8 @@ async fn reactivate_member(
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<Json<OrgMember>> {
     caller.require_admin(org_id)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    if !org_members::reactivate(&mut *tx, org_id, user_id).await? {
-        return Err(ApiError::not_found("member"));
-    }
-    audit::record(
-        &mut *tx,
-        actor(org_id, &caller, request_id.as_deref()),
-        "org_member.reactivated",
-        Some(("user", user_id)),
-        json!({}),
-    )
-    .await?;
-    let member = member_now(&mut tx, org_id, user_id).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    let member = members::reactivate(&state.flows, actor, org_id, user_id).await?;
     Ok(Json(member))
 }
 
@@ -209,27 +144,33 @@ async fn remove(
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     caller.require_admin(org_id)?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    org_members::lock_org(&mut tx, org_id).await?;
-    if org_members::is_last_admin(&mut tx, org_id, user_id).await? {
-        return Err(last_admin());
-    }
-    if !users::remove_member(&mut *tx, org_id, user_id).await? {
-        return Err(ApiError::not_found("member"));
-    }
-    audit::record(
-        &mut *tx,
-        Actor {
-            org_id: Some(org_id),
-            user_id: Some(caller.user_id),
-            request_id: request_id.as_deref(),
-        },
-        "org_member.removed",
-        Some(("user", user_id)),
-        json!({}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    state.realtime.disconnect_user(user_id).await;
+    let actor = actor(org_id, &caller, request_id.as_deref());
+    members::remove(state.team(), actor, org_id, user_id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The team's refusals (members, invitations, passwords, sessions), each with its code.
+impl From<TeamError> for ApiError {
+    fn from(e: TeamError) -> Self {
+        let message = e.to_string();
+        match e {
+            TeamError::LastAdmin => ApiError::new(StatusCode::CONFLICT, "last_admin", message),
+            TeamError::NotMember => ApiError::not_found("member"),
+            TeamError::AddressIsMember | TeamError::AlreadyMember => {
+                ApiError::new(StatusCode::CONFLICT, "already_member", message)
+            }
+            TeamError::NoInvitation => ApiError::not_found("invitation"),
+            TeamError::InvitationUsed => {
+                ApiError::new(StatusCode::GONE, "invitation_used", message)
+            }
+            TeamError::AccountJustMade => ApiError::conflict(message),
+            TeamError::PasswordChanged => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "token_revoked", message)
+            }
+            TeamError::UserGone => ApiError::unauthorized(message),
+            TeamError::Reset(refusal) => crate::http::passwords::refused(refusal),
+            TeamError::Hashing(e) => ApiError::internal(e),
+            TeamError::Store(e) => e.into(),
+        }
+    }
 }

@@ -3,7 +3,9 @@
 //!
 //! Either way the user's token version is bumped in the transaction that stores the hash,
 //! so every session from before ends (REST at the next request, sockets within seconds on
-//! every pod); a change returns a fresh token for the session that made it.
+//! every pod); a change returns a fresh token for the session that made it. The current
+//! password is checked and the new one hashed here; what is stored, audited and mailed is
+//! `switchboard_flows::team::passwords`'.
 //!
 //! The reset request must not tell who has an account: it answers 202 whatever the address,
 //! reads the user and writes its audit row either way, hashes nothing either way, and sends
@@ -19,21 +21,14 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
-use switchboard_channels::mail::Mail;
-use switchboard_store::StoreError;
-use switchboard_store::audit::{self, Actor};
-use switchboard_store::invitations::{new_token, token_hash};
-use switchboard_store::password_resets::{self, Refusal};
+use switchboard_flows::team::passwords::{self as flow, ResetAsked};
+use switchboard_store::password_resets::Refusal;
 use switchboard_store::users;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-
-/// How long a reset link works.
-const RESET_TTL: chrono::Duration = chrono::Duration::hours(1);
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -76,19 +71,6 @@ pub(crate) async fn hash(password: String) -> ApiResult<String> {
         tokio::task::spawn_blocking(move || users::hash_password(&password))
             .await
             .map_err(ApiError::internal)??,
-    )
-}
-
-/// `{PUBLIC_BASE_URL}/#/{route}`: a console page.
-pub(crate) fn console_link(state: &AppState, route: &str) -> String {
-    format!(
-        "{}/#/{route}",
-        state
-            .config
-            .http
-            .public_base_url
-            .as_str()
-            .trim_end_matches('/')
     )
 }
 
@@ -146,31 +128,14 @@ async fn change_password(
         ));
     };
     limiter.reset("login_failures", &failures).await;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    // Only over the password that was checked: a reset or another change that committed
-    // meanwhile bumped the version, and this request must not undo it.
-    let version = users::set_password(&mut *tx, caller.user_id, &new_hash, Some(read_version))
-        .await?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "token_revoked",
-                "the password changed meanwhile; log in again",
-            )
-        })?;
-    audit::record(
-        &mut *tx,
-        own(caller.user_id, request_id.as_deref()),
-        "auth.password_changed",
-        Some(("user", caller.user_id)),
-        json!({"token_version": version}),
+    let (user, version) = flow::change(
+        state.team(),
+        request_id.as_deref(),
+        caller.user_id,
+        &new_hash,
+        read_version,
     )
     .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    state.realtime.disconnect_user(caller.user_id).await;
-    let user = users::get(&state.db, caller.user_id)
-        .await?
-        .ok_or_else(|| ApiError::unauthorized("user no longer exists"))?;
     let (token, expires_at) = state
         .jwt
         .issue(caller.user_id, version)
@@ -208,7 +173,6 @@ async fn request_password_reset(
         return Err(ApiError::validation("email must be an email address"));
     }
     let email_sha256 = hex::encode(Sha256::digest(email.as_bytes()));
-    let found = users::find_for_login(&state.db, &email).await?;
     // Counted for every address, known or not, so the limit says nothing either.
     let allowed = state
         .protection
@@ -216,57 +180,12 @@ async fn request_password_reset(
         .check("password_reset", &email_sha256)
         .await
         .is_none_or(|v| v.allowed);
-    let target = found.filter(|r| allowed && !r.deactivated);
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let token = match &target {
-        Some(record) => {
-            let (token, hash) = new_token();
-            password_resets::create(
-                &mut *tx,
-                record.user.id,
-                &hash,
-                chrono::Utc::now() + RESET_TTL,
-            )
-            .await?;
-            Some(token)
-        }
-        None => None,
+    let asked = ResetAsked {
+        email: &email,
+        email_sha256: &email_sha256,
+        allowed,
     };
-    audit::record(
-        &mut *tx,
-        Actor {
-            org_id: None,
-            user_id: target.as_ref().map(|r| r.user.id),
-            request_id: request_id.as_deref(),
-        },
-        "auth.password_reset_requested",
-        target.as_ref().map(|r| ("user", r.user.id)),
-        json!({"email_sha256": email_sha256, "link_sent": token.is_some()}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    if let (Some(record), Some(token)) = (target, token) {
-        let link = console_link(&state, &format!("reset/{token}"));
-        let mail = Mail {
-            to: record.user.email,
-            subject: "Reset your Switchboard password".into(),
-            text: format!(
-                "Someone (we hope you) asked to reset the password of your Switchboard account.\n\n\
-                 Set a new password here (the link works once, within an hour):\n{link}\n\n\
-                 If you did not ask, ignore this mail: your password stays as it is."
-            ),
-            html: None,
-        };
-        let mailer = state.mailer.clone();
-        // After the answer: a send's duration would tell who has an account.
-        state.lifecycle.tasks().spawn(async move {
-            if !mailer.is_configured() {
-                tracing::warn!("system mail is not configured: a password reset link was not sent");
-            } else if let Err(e) = mailer.send(&mail).await {
-                tracing::warn!(error = %e, "could not send a password reset link");
-            }
-        });
-    }
+    flow::request_reset(state.team(), request_id.as_deref(), asked).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
@@ -295,28 +214,13 @@ async fn confirm_password_reset(
     let Json(body) = body?;
     check_password("new_password", &body.new_password)?;
     let new_hash = hash(body.new_password).await?;
-    let mut tx = state.db.begin().await.map_err(StoreError::from)?;
-    let user_id = match password_resets::take(&mut tx, &token_hash(&body.token)).await? {
-        Ok(user_id) => user_id,
-        Err(refusal) => return Err(refused(refusal)),
-    };
-    let version = users::set_password(&mut *tx, user_id, &new_hash, None)
-        .await?
-        .ok_or_else(|| refused(Refusal::Unknown))?;
-    audit::record(
-        &mut *tx,
-        own(user_id, request_id.as_deref()),
-        "auth.password_reset",
-        Some(("user", user_id)),
-        json!({"token_version": version}),
-    )
-    .await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    state.realtime.disconnect_user(user_id).await;
+    let token = &body.token;
+    flow::confirm_reset(state.team(), request_id.as_deref(), token, &new_hash).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-fn refused(refusal: Refusal) -> ApiError {
+/// A reset link that cannot be used, as the client is told.
+pub(crate) fn refused(refusal: Refusal) -> ApiError {
     match refusal {
         Refusal::Unknown => ApiError::new(
             StatusCode::NOT_FOUND,
@@ -333,14 +237,5 @@ fn refused(refusal: Refusal) -> ApiError {
             "reset_expired",
             "this reset link has expired (links work for an hour): ask for a new one",
         ),
-    }
-}
-
-/// The audit actor of a user acting on their own account.
-fn own(user_id: uuid::Uuid, request_id: Option<&str>) -> Actor<'_> {
-    Actor {
-        org_id: None,
-        user_id: Some(user_id),
-        request_id,
     }
 }
