@@ -37,7 +37,7 @@
 //! (409 `no_draft`, or `stale_draft` when it answers an older message than the latest). A
 //! release or respond retires the draft it sends, and the reply records the customer
 //! message it answers, so every customer message is followed by a released reply or its
-//! item is pending or claimed (`crates/api/tests/it/expert_random.rs` checks this over
+//! item is pending or claimed (`crates/api/tests/it/f3_release/expert_random.rs` checks this over
 //! random interleavings of a customer and two experts on two pods).
 
 use crate::Deps;
