@@ -6,8 +6,15 @@
 //! can run any number of times (at-least-once delivery, exactly-once effects).
 //!
 //! The expert's actions (`expert`): claim, release (F3) and the rest, each one atomic
-//! transition with its outbound message, outbox row, audit row and realtime events in one
-//! transaction.
+//! transition with its outbound message, outbox row, audit row, realtime events and
+//! Idempotency-Key answer (`idempotency`) in one transaction.
+//!
+//! Every other change a member or an admin makes is a function of its concern's module
+//! (`team`, `saved_replies`, `notes`, `connections`, `orgs`, `dead_letters`, `inbox`,
+//! `autopilot`) that opens the transaction, writes the change, its audit row and its events,
+//! commits, and returns a typed refusal; the API's handlers only parse, authorize and answer.
+//! (An inbox replay's reset and its audit row are two statements: the reset is harmless on
+//! its own, the event being due again either way.)
 
 pub mod autopilot;
 pub mod connections;

@@ -73,9 +73,15 @@ fn decode_cursor(cursor: &str) -> Result<i64, ApiError> {
 }
 
 #[utoipa::path(get, path = "/audit", tag = "orgs", security(("bearer" = [])), params(AuditQuery,
-        ("Accept" = Option<String>, Header, description = "`text/csv` or `application/x-ndjson` streams the whole filtered range, oldest first; otherwise JSON pages, newest first")),
-    description = "The audit log of the orgs the caller administers: every expert action, connection, member and settings change, note, replay, retry, erasure and login",
-    responses((status = 200, body = AuditPage), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of the org", body = ErrorBody), (status = 422, body = ErrorBody)))]
+        ("Accept" = Option<String>, Header, description = "`text/csv` or `application/x-ndjson` \
+            streams the whole filtered range, oldest first; otherwise JSON pages, newest first")),
+    description = "The audit log of the orgs the caller administers: every expert action, \
+        connection, member and settings change, note, replay, retry, erasure and login",
+    responses((status = 200, body = AuditPage),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn list_audit(
     State(state): State<AppState>,
     caller: Caller,

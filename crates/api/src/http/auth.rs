@@ -163,7 +163,10 @@ struct MeResponse {
 }
 
 #[utoipa::path(get, path = "/auth/me", tag = "auth", security(("bearer" = [])),
-    responses((status = 200, body = MeResponse), (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
+    responses((status = 200, body = MeResponse),
+        (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one \
+            (`token_revoked`)", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
 async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<MeResponse>> {
     let user = users::get(&state.db, caller.user_id)
         .await?
@@ -175,7 +178,9 @@ async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<MeR
 }
 
 #[utoipa::path(post, path = "/auth/logout", tag = "auth", security(("bearer" = [])),
-    responses((status = 204, description = "This token is revoked: REST refuses it with 401 `token_revoked`, and its sockets are closed within seconds on every pod. The user's other sessions go on."),
+    responses((status = 204, description = "This token is revoked: REST refuses it with 401 \
+        `token_revoked`, and its sockets are closed within seconds on every pod. The user's other \
+        sessions go on."),
         (status = 401, description = "No valid bearer token (`unauthorized`), or one already revoked (`token_revoked`)", body = ErrorBody)))]
 async fn logout(
     State(state): State<AppState>,
@@ -195,7 +200,9 @@ async fn logout(
 }
 
 #[utoipa::path(post, path = "/auth/logout-all", tag = "auth", security(("bearer" = [])),
-    responses((status = 204, description = "Every token of the user issued so far is revoked (this one too): REST refuses them with 401 `token_revoked`, and their sockets are closed within seconds on every pod."),
+    responses((status = 204, description = "Every token of the user issued so far is revoked (this \
+        one too): REST refuses them with 401 `token_revoked`, and their sockets are closed within \
+        seconds on every pod."),
         (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody)))]
 async fn logout_all(
     State(state): State<AppState>,

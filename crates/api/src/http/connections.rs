@@ -83,7 +83,10 @@ fn admin<'a>(caller: &Caller, org_id: Uuid, request_id: Option<&'a str>) -> Acto
 
 #[utoipa::path(post, path = "/channel-connections", tag = "channel-connections", security(("bearer" = [])),
     request_body = CreateRequest,
-    responses((status = 201, body = ConnectionView), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+    responses((status = 201, body = ConnectionView),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
         (status = 409, description = "A live connection with this name exists", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn create(
@@ -135,7 +138,10 @@ struct ListResponse {
 }
 
 #[utoipa::path(get, path = "/channel-connections", tag = "channel-connections", security(("bearer" = [])),
-    params(ListQuery), responses((status = 200, body = ListResponse), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
+    params(ListQuery),
+    responses((status = 200, body = ListResponse),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -162,7 +168,10 @@ async fn load_owned(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Co
 
 #[utoipa::path(get, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
-    responses((status = 200, body = ConnectionView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ConnectionView),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,
@@ -214,7 +223,10 @@ async fn update(
 
 #[utoipa::path(delete, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
-    responses((status = 204, description = "Deleted"), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 204, description = "Deleted"),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn remove(
     State(state): State<AppState>,
     caller: Caller,

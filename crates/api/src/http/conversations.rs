@@ -78,7 +78,11 @@ struct ListResponse {
 }
 
 #[utoipa::path(get, path = "/conversations", tag = "conversations", security(("bearer" = [])), params(ListQuery),
-    responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = ListResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -172,7 +176,11 @@ struct ShowResponse {
 }
 
 #[utoipa::path(get, path = "/conversations/{id}", tag = "conversations", security(("bearer" = [])), params(("id" = Uuid, Path), ShowQuery),
-    responses((status = 200, body = ShowResponse), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = ShowResponse),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,

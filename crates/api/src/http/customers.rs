@@ -97,7 +97,12 @@ struct ContextResponse {
 }
 
 #[utoipa::path(get, path = "/customers/{id}/conversations", tag = "conversations", security(("bearer" = [])), params(("id" = Uuid, Path), ContextQuery),
-    responses((status = 200, body = ContextResponse), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's customer", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = ContextResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's customer", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn conversations(
     State(state): State<AppState>,
     caller: Caller,
@@ -179,9 +184,20 @@ async fn customer_org(state: &AppState, id: Uuid) -> ApiResult<(Uuid, Option<Era
 
 #[utoipa::path(post, path = "/customers/{id}/erase", tag = "conversations", security(("bearer" = [])),
     params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry")),
-    description = "Erases the customer (org admins): their record, conversations, messages both ways, drafts, notes, queue items, replies and dead letters, inbox events (a tombstone of each key's hash stays, so a provider's late retry is a duplicate), the realtime events naming them (rewritten to `conversation_erased`) and stored answers naming them; consoles drop their items live. A reply being sent is delivered first. The audit row holds ids and counts only. Asking again answers the same erasure.",
-    responses((status = 200, description = "Erased", body = ErasureView), (status = 202, description = "Recorded; it finishes once a reply or an inbox event in flight is done (`GET /customers/{id}/erasure`)", body = ErasureView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The key's first request still runs", body = ErrorBody), (status = 422, description = "The key was used for another request", body = ErrorBody)))]
+    description = "Erases the customer (org admins): their record, conversations, messages both \
+        ways, drafts, notes, queue items, replies and dead letters, inbox events (a tombstone of \
+        each key's hash stays, so a provider's late retry is a duplicate), the realtime events \
+        naming them (rewritten to `conversation_erased`) and stored answers naming them; consoles \
+        drop their items live. A reply being sent is delivered first. The audit row holds ids and \
+        counts only. Asking again answers the same erasure.",
+    responses((status = 200, description = "Erased", body = ErasureView),
+        (status = 202, description = "Recorded; it finishes once a reply or an inbox event in \
+            flight is done (`GET /customers/{id}/erasure`)", body = ErasureView),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The key's first request still runs", body = ErrorBody),
+        (status = 422, description = "The key was used for another request", body = ErrorBody)))]
 async fn erase(
     State(state): State<AppState>,
     caller: Caller,
@@ -242,7 +258,11 @@ async fn erase(
 
 #[utoipa::path(get, path = "/customers/{id}/erasure", tag = "conversations", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
-    responses((status = 200, description = "Erased", body = ErasureView), (status = 202, description = "Still pending", body = ErasureView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody), (status = 404, description = "No such customer, or no erasure was asked for", body = ErrorBody)))]
+    responses((status = 200, description = "Erased", body = ErasureView),
+        (status = 202, description = "Still pending", body = ErasureView),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody),
+        (status = 404, description = "No such customer, or no erasure was asked for", body = ErrorBody)))]
 async fn erasure(
     State(state): State<AppState>,
     caller: Caller,

@@ -95,7 +95,11 @@ struct ListResponse {
 
 #[utoipa::path(get, path = "/dead-letters", tag = "dead-letters", security(("bearer" = [])), params(ListQuery),
     description = "Failed deliveries of the orgs the caller administers, newest first",
-    responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of the org", body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = ListResponse),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -121,7 +125,10 @@ async fn list(
 /// being retried or was resolved.
 #[utoipa::path(post, path = "/dead-letters/{id}/retry", tag = "dead-letters", security(("bearer" = [])), params(("id" = Uuid, Path)),
     description = "Send a queued or dead reply again now (audited)",
-    responses((status = 200, body = DeadLetterView), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of the org", body = ErrorBody), (status = 404, body = ErrorBody),
+    responses((status = 200, body = DeadLetterView),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        (status = 404, body = ErrorBody),
         (status = 409, description = "Already being retried, or resolved", body = ErrorBody)))]
 async fn retry(
     State(state): State<AppState>,

@@ -45,7 +45,10 @@ struct EventsPage {
 }
 
 #[utoipa::path(get, path = "/events", tag = "realtime", security(("bearer" = [])), params(EventsQuery),
-    responses((status = 200, body = EventsPage), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = EventsPage),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,

@@ -31,7 +31,7 @@ use switchboard_domain::{Author, ChannelKind, DeliveryStatus, QueueStatus, Role}
 use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
 use switchboard_flows::idempotency::{Answer, Keyed};
 use switchboard_store::expert_queue::{self, Assigned, ItemFilter, ItemRow, Order};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -41,7 +41,7 @@ const MAX_REPLY_CHARS: usize = 32_000;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    OpenApiRouter::with_openapi(ActionSchemas::openapi())
         .routes(routes!(list))
         .routes(routes!(show))
         .routes(routes!(claim))
@@ -165,7 +165,10 @@ struct ListResponse {
 }
 
 #[utoipa::path(get, path = "/expert-queue", tag = "expert-queue", security(("bearer" = [])), params(ListQuery),
-    responses((status = 200, body = ListResponse), (status = 400, description = "Bad cursor", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+    responses((status = 200, body = ListResponse),
+        (status = 400, description = "Bad cursor", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
@@ -238,7 +241,10 @@ async fn item_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid
 }
 
 #[utoipa::path(get, path = "/expert-queue/{id}", tag = "expert-queue", security(("bearer" = [])), params(("id" = Uuid, Path)),
-    responses((status = 200, body = ItemView, headers(("ETag" = String, description = "`\"<version>\"`: send it back as `If-Match`"))), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ItemView, headers(("ETag" = String, description = "`\"<version>\"`: send it back as `If-Match`"))),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     caller: Caller,
@@ -272,6 +278,65 @@ struct SnoozeBody {
     until: Option<DateTime<Utc>>,
 }
 
+/// The headers every action reads (`Idempotent` and `IfMatch` parse them), as the OpenAPI
+/// document lists them.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // never built: it only describes the headers
+struct ActionHeaders {
+    /// Replays the first answer to a retry
+    #[param(rename = "Idempotency-Key")]
+    idempotency_key: Option<String>,
+    /// The item's ETag as the client saw it (`"<version>"`): the action applies only to that version
+    #[param(rename = "If-Match")]
+    if_match: Option<String>,
+}
+
+/// The schemas [`ActionResponses`] names, which a response type does not add to the
+/// document itself (a `body = …` does).
+#[derive(utoipa::OpenApi)]
+#[openapi(components(schemas(ActionAnswer)))]
+struct ActionSchemas;
+
+/// What every action answers, as the OpenAPI document lists it (`stop` words its 409 apart).
+/// Never built: the handlers answer an `ActionAnswer` or an `ApiError`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code, clippy::large_enum_variant)]
+enum ActionResponses {
+    #[response(status = 200)]
+    Done(ActionAnswer),
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    #[response(status = 401, description = "No valid bearer token")]
+    Unauthorized(ErrorBody),
+    #[response(
+        status = 403,
+        description = "Another org's resource, or the role is too low"
+    )]
+    Forbidden(ErrorBody),
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    #[response(
+        status = 409,
+        description = "The item is in another state (`current` says which), or the key's \
+            first request still runs; for a release without a body also `no_draft` (nothing \
+            to send) or `stale_draft` (the draft answers an older customer message), \
+            `current` then being the whole item"
+    )]
+    Conflict(ConflictBody),
+    #[response(
+        status = 412,
+        description = "`precondition_failed`: `If-Match` names another version; `current` \
+            is the item now (its new message, draft, state or holder)"
+    )]
+    Changed(ConflictBody),
+    #[response(
+        status = 422,
+        description = "Invalid input, or the key was used for another request"
+    )]
+    Invalid(ErrorBody),
+}
+
 /// A reply text as given, or 422.
 fn reply_text(body: Option<String>, required: bool) -> ApiResult<Option<String>> {
     match body {
@@ -285,12 +350,11 @@ fn reply_text(body: Option<String>, required: bool) -> ApiResult<Option<String>>
     }
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/claim", tag = "expert-queue", security(("bearer" = [])), description = "Take the item (the holder again: 200, no change)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/claim", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Take the item (the holder again: 200, no change)",
+    params(("id" = Uuid, Path), ActionHeaders),
+    responses(ActionResponses))]
 async fn claim(
     state: State<AppState>,
     caller: Caller,
@@ -302,12 +366,11 @@ async fn claim(
     perform_action(state, caller, rid, id, if_match, req, |_| Ok(Action::Claim)).await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/unclaim", tag = "expert-queue", security(("bearer" = [])), description = "Give the item back (the holder, or an admin)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/unclaim", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Give the item back (the holder, or an admin)",
+    params(("id" = Uuid, Path), ActionHeaders),
+    responses(ActionResponses))]
 async fn unclaim(
     state: State<AppState>,
     caller: Caller,
@@ -322,12 +385,12 @@ async fn unclaim(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/assign", tag = "expert-queue", security(("bearer" = [])), description = "Give the item to a member (admins)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = AssignBody, 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/assign", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Give the item to a member (admins)",
+    params(("id" = Uuid, Path), ActionHeaders),
+    request_body = AssignBody,
+    responses(ActionResponses))]
 async fn assign(
     state: State<AppState>,
     caller: Caller,
@@ -342,12 +405,12 @@ async fn assign(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/release", tag = "expert-queue", security(("bearer" = [])), description = "F3: send the draft, or the edited body",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = ReleaseBody, 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/release", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "F3: send the draft, or the edited body",
+    params(("id" = Uuid, Path), ActionHeaders),
+    request_body = ReleaseBody,
+    responses(ActionResponses))]
 async fn release(
     state: State<AppState>,
     caller: Caller,
@@ -364,12 +427,12 @@ async fn release(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/respond", tag = "expert-queue", security(("bearer" = [])), description = "Send the expert's own reply instead of the draft",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = RespondBody, 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/respond", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Send the expert's own reply instead of the draft",
+    params(("id" = Uuid, Path), ActionHeaders),
+    request_body = RespondBody,
+    responses(ActionResponses))]
 async fn respond(
     state: State<AppState>,
     caller: Caller,
@@ -386,12 +449,11 @@ async fn respond(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/resolve", tag = "expert-queue", security(("bearer" = [])), description = "Close the item",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/resolve", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Close the item",
+    params(("id" = Uuid, Path), ActionHeaders),
+    responses(ActionResponses))]
 async fn resolve(
     state: State<AppState>,
     caller: Caller,
@@ -406,12 +468,12 @@ async fn resolve(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/snooze", tag = "expert-queue", security(("bearer" = [])), description = "Put the item aside until a time in the future",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), request_body = SnoozeBody, 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/snooze", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Put the item aside until a time in the future",
+    params(("id" = Uuid, Path), ActionHeaders),
+    request_body = SnoozeBody,
+    responses(ActionResponses))]
 async fn snooze(
     state: State<AppState>,
     caller: Caller,
@@ -428,12 +490,11 @@ async fn snooze(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/reopen", tag = "expert-queue", security(("bearer" = [])), description = "Bring the item back to pending",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is in another state (`current` says which), or the key's first request still runs; for a release without a body also `no_draft` (nothing to send) or `stale_draft` (the draft answers an older customer message), `current` then being the whole item", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/reopen", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Bring the item back to pending",
+    params(("id" = Uuid, Path), ActionHeaders),
+    responses(ActionResponses))]
 async fn reopen(
     state: State<AppState>,
     caller: Caller,
@@ -448,12 +509,13 @@ async fn reopen(
     .await
 }
 
-#[utoipa::path(post, path = "/expert-queue/{id}/stop", tag = "expert-queue", security(("bearer" = [])), description = "Stop the autopilot's hold: the draft does not send itself, and the item waits for an expert (any member)",
-    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer to a retry"), ("If-Match" = Option<String>, Header, description = "The item's ETag as the client saw it (`\"<version>\"`): the action applies only to that version")), 
-    responses((status = 200, body = ActionAnswer), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The item is not on hold (`current` says its state: sent, stopped, or taken by an expert), or the key's first request still runs", body = ConflictBody),
-        (status = 412, description = "`precondition_failed`: `If-Match` names another version; `current` is the item now (its new message, draft, state or holder)", body = ConflictBody),
-        (status = 422, description = "Invalid input, or the key was used for another request", body = ErrorBody)))]
+#[utoipa::path(post, path = "/expert-queue/{id}/stop", tag = "expert-queue",
+    security(("bearer" = [])),
+    description = "Stop the autopilot's hold: the draft does not send itself, and the item waits for an expert (any member)",
+    params(("id" = Uuid, Path), ActionHeaders),
+    responses(ActionResponses, (status = 409, body = ConflictBody,
+        description = "The item is not on hold (`current` says its state: sent, stopped, or \
+            taken by an expert), or the key's first request still runs")))]
 async fn stop(
     state: State<AppState>,
     caller: Caller,

@@ -200,9 +200,18 @@ async fn write_all(
 }
 
 #[utoipa::path(get, path = "/customers/{id}/export", tag = "conversations", security(("bearer" = [])),
-    params(("id" = Uuid, Path), ("Accept" = Option<String>, Header, description = "`application/x-ndjson` for one record per line (`{\"record\": …, \"data\": …}`), else one JSON document")),
-    description = "Everything held about the customer (org admins), streamed: `customer`, `conversations` (with the agent's running summary), `messages` both ways with their delivery, `drafts` shown to experts, `notes` (internal), `deliveries` with their dead letters, and the `audit` rows naming them. One consistent snapshot; a response cut short means the export failed.",
-    responses((status = 200, description = "The export", content_type = "application/json"), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody), (status = 404, description = "No such customer (or erased)", body = ErrorBody)))]
+    params(("id" = Uuid, Path),
+        ("Accept" = Option<String>, Header, description = "`application/x-ndjson` for one record \
+            per line (`{\"record\": …, \"data\": …}`), else one JSON document")),
+    description = "Everything held about the customer (org admins), streamed: `customer`, \
+        `conversations` (with the agent's running summary), `messages` both ways with their \
+        delivery, `drafts` shown to experts, `notes` (internal), `deliveries` with their dead \
+        letters, and the `audit` rows naming them. One consistent snapshot; a response cut short \
+        means the export failed.",
+    responses((status = 200, description = "The export", content_type = "application/json"),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody),
+        (status = 404, description = "No such customer (or erased)", body = ErrorBody)))]
 async fn export_customer(
     State(state): State<AppState>,
     caller: Caller,

@@ -94,7 +94,8 @@ struct Invited {
 
 #[utoipa::path(post, path = "/orgs/{org_id}/invitations", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)), request_body = InviteRequest,
-    responses((status = 201, description = "Invited; an open invitation for the same address is replaced. The link is mailed when system mail is configured and returned here either way", body = Invited),
+    responses((status = 201, description = "Invited; an open invitation for the same address is \
+        replaced. The link is mailed when system mail is configured and returned here either way", body = Invited),
         (status = 401, body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 409, description = "`already_member`: the address is a member already", body = ErrorBody),
         (status = 422, description = "Not an email address, or not a role", body = ErrorBody)))]

@@ -97,7 +97,9 @@ async fn change_role(
 
 #[utoipa::path(post, path = "/orgs/{org_id}/members/{user_id}/deactivate", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path), ("user_id" = Uuid, Path)),
-    responses((status = 200, description = "Deactivated in this org: every token of the member is revoked and their sockets closed on every pod within seconds; they cannot log in unless they have another active membership", body = OrgMember),
+    responses((status = 200, description = "Deactivated in this org: every token of the member is \
+        revoked and their sockets closed on every pod within seconds; they cannot log in unless \
+        they have another active membership", body = OrgMember),
         (status = 401, body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "Not a member", body = ErrorBody),
         (status = 409, description = "`last_admin`: the org's last active admin cannot be deactivated", body = ErrorBody)))]
@@ -132,7 +134,9 @@ async fn reactivate_member(
 
 #[utoipa::path(delete, path = "/orgs/{org_id}/members/{user_id}", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path), ("user_id" = Uuid, Path)),
-    responses((status = 204, description = "Removed; every token of the member is revoked (they log in again for their other orgs) and their sockets are closed on every pod within seconds"),
+    responses((status = 204, description = "Removed; every token of the member is revoked (they \
+        log in again for their other orgs) and their sockets are closed on every pod within \
+        seconds"),
         (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody),
         (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "Not a member", body = ErrorBody),

@@ -80,7 +80,10 @@ async fn conversation_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
 
 #[utoipa::path(get, path = "/conversations/{id}/notes", tag = "conversations", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
-    responses((status = 200, body = NoteList), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's conversation", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = NoteList),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's conversation", body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn list_notes(
     State(state): State<AppState>,
     caller: Caller,
@@ -97,7 +100,11 @@ async fn list_notes(
     params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "The same key answers a retry with the first note")),
     request_body = CreateNote,
     description = "Adds an internal note: seen by the org's experts (live, `note_added`), never sent to the customer nor given to the agent (audited)",
-    responses((status = 201, body = NoteView), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Another org's conversation", body = ErrorBody), (status = 404, body = ErrorBody),
+    responses((status = 201, body = NoteView),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Another org's conversation", body = ErrorBody),
+        (status = 404, body = ErrorBody),
         (status = 422, description = "Empty or longer than 4000 characters", body = ErrorBody)))]
 async fn add_note(
     State(state): State<AppState>,

@@ -26,7 +26,9 @@ use utoipa_axum::routes;
 #[openapi(
     info(
         title = "Switchboard",
-        description = "Human-in-the-loop customer messaging: webhooks in, expert console REST, realtime events (Socket.IO at /socket.io; each event's name and payload is one of the `RealtimeEvent` schema)."
+        description = "Human-in-the-loop customer messaging: webhooks in, expert console REST, \
+            realtime events (Socket.IO at /socket.io; each event's name and payload is one of the \
+            `RealtimeEvent` schema)."
     ),
     components(schemas(
         // Referenced by query parameters only, which utoipa does not collect.

@@ -81,7 +81,8 @@ struct ChangePassword {
 }
 
 #[utoipa::path(post, path = "/auth/password", tag = "auth", security(("bearer" = [])), request_body = ChangePassword,
-    responses((status = 200, description = "Changed. Every other session of the user is ended (REST at once, sockets within seconds); the token returned carries on this one", body = LoginResponse),
+    responses((status = 200, description = "Changed. Every other session of the user is ended \
+        (REST at once, sockets within seconds); the token returned carries on this one", body = LoginResponse),
         (status = 401, description = "No valid bearer token (`unauthorized`), or a revoked one (`token_revoked`)", body = ErrorBody),
         (status = 403, description = "`wrong_password`: the current password is not right", body = ErrorBody),
         (status = 422, description = "The new password breaks the rules (at least 8 characters, at most 1024 bytes)", body = ErrorBody),
@@ -154,7 +155,9 @@ struct ResetRequest {
 }
 
 #[utoipa::path(post, path = "/auth/password-reset", tag = "auth", request_body = ResetRequest,
-    responses((status = 202, description = "The same answer whether or not the address has an account: if it has, a link to `#/reset/<token>` is mailed, working once within an hour (at most `RATE_LIMIT_PASSWORD_RESET` mails per address)"),
+    responses((status = 202, description = "The same answer whether or not the address has an \
+        account: if it has, a link to `#/reset/<token>` is mailed, working once within an hour (at \
+        most `RATE_LIMIT_PASSWORD_RESET` mails per address)"),
         (status = 422, description = "Not an email address", body = ErrorBody),
         (status = 429, description = "Too many requests from this address", body = ErrorBody)))]
 async fn request_password_reset(

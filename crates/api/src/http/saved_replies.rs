@@ -163,7 +163,9 @@ fn actor<'a>(org_id: Uuid, caller: &Caller, request_id: Option<&'a str>) -> Acto
 
 #[utoipa::path(get, path = "/orgs/{org_id}/saved-replies", tag = "saved-replies", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)),
-    responses((status = 200, body = SavedReplyList), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not a member of this org", body = ErrorBody)))]
+    responses((status = 200, body = SavedReplyList),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not a member of this org", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -179,7 +181,10 @@ async fn list(
 
 #[utoipa::path(post, path = "/orgs/{org_id}/saved-replies", tag = "saved-replies", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)), request_body = CreateSavedReply,
-    responses((status = 201, body = SavedReplyView), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
+    responses((status = 201, body = SavedReplyView),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 409, description = "The org has a saved reply of this name", body = ErrorBody),
         (status = 422, description = "Empty or too long, or an unknown placeholder (named in `unknown_placeholders`)", body = ErrorBody)))]
 async fn create(
@@ -199,7 +204,10 @@ async fn create(
 
 #[utoipa::path(patch, path = "/orgs/{org_id}/saved-replies/{id}", tag = "saved-replies", security(("bearer" = [])),
     params(("org_id" = Uuid, Path), ("id" = Uuid, Path)), request_body = UpdateSavedReply,
-    responses((status = 200, body = SavedReplyView), (status = 400, body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
+    responses((status = 200, body = SavedReplyView),
+        (status = 400, body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "The org has no such saved reply", body = ErrorBody),
         (status = 409, description = "The org has another saved reply of this name", body = ErrorBody),
         (status = 422, description = "Nothing to change, empty or too long, or an unknown placeholder", body = ErrorBody)))]
@@ -223,7 +231,9 @@ async fn update(
 
 #[utoipa::path(delete, path = "/orgs/{org_id}/saved-replies/{id}", tag = "saved-replies", security(("bearer" = [])),
     params(("org_id" = Uuid, Path), ("id" = Uuid, Path)),
-    responses((status = 204, description = "Deleted"), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 403, description = "Not an admin of this org", body = ErrorBody),
+    responses((status = 204, description = "Deleted"),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "The org has no such saved reply", body = ErrorBody)))]
 async fn remove(
     State(state): State<AppState>,
