@@ -28,7 +28,9 @@ pub use production::Violation;
 pub use rate::{RateError, RateSpec, parse_rate};
 pub use redact::redact_url;
 pub use sections::Config;
-pub use tls::{PgTls, PoolerMode, RedisEndpoint, RedisTls, TlsMode};
+pub use tls::{
+    PgTls, PoolerMode, RedisAuth, RedisEndpoint, RedisShape, RedisTls, SentinelSettings, TlsMode,
+};
 
 use serde::Deserialize;
 use switchboard_domain::ChannelKind;

@@ -97,7 +97,7 @@ impl fmt::Display for Violation {
             Violation::NoSentryDsn => write!(f, "SENTRY_DSN must be set in production"),
             Violation::NoRedis => write!(
                 f,
-                "REDIS_URL or REDIS_CLUSTER_NODES must be set in production (there is no in-memory fallback)"
+                "REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS must be set in production (there is no in-memory fallback)"
             ),
             Violation::PublicBaseUrl { problem } => write!(
                 f,
@@ -181,7 +181,10 @@ impl Config {
         if self.telemetry.sentry_dsn.is_none() {
             out.push(Violation::NoSentryDsn);
         }
-        if self.redis.url.is_none() && self.redis.cluster_nodes.is_none() {
+        if self.redis.url.is_none()
+            && self.redis.cluster_nodes.is_none()
+            && self.redis.sentinels.is_none()
+        {
             out.push(Violation::NoRedis);
         }
         if let Some(problem) = public_url_problem(&self.http.public_base_url) {

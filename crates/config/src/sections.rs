@@ -93,7 +93,7 @@ settings! {
             /// for it); used instead of `SHOW max_connections` for AA9 when set.
             max_connections: Option<u32> = Value("DB_MAX_CONNECTIONS"),
         },
-        /// Redis: one server or a cluster.
+        /// Redis: one server, a cluster, or a master found through sentinels.
         redis: Redis {
             /// One Redis server; required in production unless `cluster_nodes` is set (no
             /// silent in-memory fallback).
@@ -101,6 +101,21 @@ settings! {
             /// Comma-separated seed URLs of a Redis Cluster. When set, every Redis user runs
             /// on the cluster and `url` is not needed.
             cluster_nodes: Option<SecretString> = Secret("REDIS_CLUSTER_NODES"),
+            /// Comma-separated Redis Sentinel addresses (`host:port`, `redis://` or
+            /// `rediss://`). When set, every Redis user runs on the master the sentinels
+            /// name `sentinel_master` and follows it through a failover; `url` is not needed.
+            sentinels: Option<SecretString> = Secret("REDIS_SENTINELS"),
+            /// The master's name in the sentinels' configuration (`sentinel monitor NAME …`).
+            sentinel_master: Option<String> = Text("REDIS_SENTINEL_MASTER"),
+            /// The sentinels' own ACL user, when they ask for one.
+            sentinel_username: Option<String> = Text("REDIS_SENTINEL_USERNAME"),
+            /// The sentinels' own password (their `requirepass`), when they ask for one.
+            sentinel_password: Option<SecretString> = Secret("REDIS_SENTINEL_PASSWORD"),
+            /// The data nodes' ACL user when they are found through sentinels (with
+            /// `url` or `cluster_nodes` the user goes in the URL).
+            username: Option<String> = Text("REDIS_USERNAME"),
+            /// The data nodes' password when they are found through sentinels.
+            password: Option<SecretString> = Secret("REDIS_PASSWORD"),
             /// Unset: follows the URL's scheme (`rediss://` verifies).
             tls: Option<TlsMode> = Text("REDIS_TLS"),
             /// A PEM bundle trusted besides the system roots.

@@ -7,7 +7,7 @@
 //! verified (or not encrypted) must be asked for explicitly: unset means `verify`.
 
 use crate::{AppEnv, Config, ConfigError};
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -88,15 +88,74 @@ pub enum RedisTls {
     Require,
 }
 
-/// Where the pod's Redis is: one server or a cluster's seed nodes, with their TLS.
+/// Where the pod's Redis is: one server, a cluster's seed nodes, or the sentinels that name
+/// the master, with their TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisEndpoint {
-    /// `REDIS_URL` alone, or the `REDIS_CLUSTER_NODES` seeds.
+    /// `REDIS_URL` alone, the `REDIS_CLUSTER_NODES` seeds, or the `REDIS_SENTINELS`.
     pub urls: Vec<String>,
-    /// Whether `urls` are a cluster's seeds.
-    pub cluster: bool,
-    /// The TLS every connection uses.
+    /// What `urls` are.
+    pub shape: RedisShape,
+    /// The TLS every connection uses (to the sentinels and to the nodes they name alike).
     pub tls: RedisTls,
+}
+
+impl RedisEndpoint {
+    /// Whether `urls` are a cluster's seeds.
+    pub fn is_cluster(&self) -> bool {
+        self.shape == RedisShape::Cluster
+    }
+}
+
+/// How the pod's Redis is laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisShape {
+    /// One server.
+    Single,
+    /// A Redis Cluster.
+    Cluster,
+    /// A master (and its replicas) watched by Redis Sentinel.
+    Sentinel(SentinelSettings),
+}
+
+/// What the pod needs to find the master through the sentinels and to log in to both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelSettings {
+    /// `REDIS_SENTINEL_MASTER`.
+    pub master: String,
+    /// `REDIS_SENTINEL_USERNAME` / `REDIS_SENTINEL_PASSWORD`, unless the sentinel URLs
+    /// carry their own.
+    pub sentinel_auth: RedisAuth,
+    /// `REDIS_USERNAME` / `REDIS_PASSWORD`: the master's and replicas' login.
+    pub node_auth: RedisAuth,
+}
+
+/// A Redis login: `AUTH [username] password`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct RedisAuth {
+    /// The ACL user (`default` when absent).
+    pub username: Option<String>,
+    /// The password.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for RedisAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisAuth")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+/// The non-empty, trimmed items of a comma-separated setting.
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A `sslmode` value of a Postgres URL.
@@ -209,34 +268,20 @@ impl Config {
         Ok(tls)
     }
 
-    /// Where the pod's Redis is and the TLS its connections use: the cluster's seed nodes
-    /// when `REDIS_CLUSTER_NODES` is set (every seed must agree on TLS), else `REDIS_URL`.
-    /// `None` when neither is set.
+    /// Where the pod's Redis is and the TLS its connections use: the sentinels when
+    /// `REDIS_SENTINELS` is set, the cluster's seed nodes when `REDIS_CLUSTER_NODES` is
+    /// (every address must agree on TLS), else `REDIS_URL`. `None` when none is set.
     pub fn redis_endpoint(&self) -> Result<Option<RedisEndpoint>, ConfigError> {
+        self.redis_auth_only_with_sentinels()?;
+        if let Some(sentinels) = &self.redis.sentinels {
+            return self.sentinel_endpoint(sentinels.expose_secret()).map(Some);
+        }
         if let Some(nodes) = &self.redis.cluster_nodes {
-            let urls: Vec<String> = nodes
-                .expose_secret()
-                .split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty())
-                .map(str::to_owned)
-                .collect();
-            let Some(first) = urls.first() else {
-                return Err(ConfigError::Invalid(
-                    "REDIS_CLUSTER_NODES is set but names no node: give comma-separated redis:// or rediss:// URLs".into(),
-                ));
-            };
-            let tls = self.redis_tls_named(first, "REDIS_CLUSTER_NODES")?;
-            for url in &urls[1..] {
-                if self.redis_tls_named(url, "REDIS_CLUSTER_NODES")? != tls {
-                    return Err(ConfigError::Invalid(
-                        "REDIS_CLUSTER_NODES mixes redis:// and rediss:// seeds: use one scheme for every node".into(),
-                    ));
-                }
-            }
+            let urls = split_list(nodes.expose_secret());
+            let tls = self.one_redis_tls(&urls, "REDIS_CLUSTER_NODES", "seeds")?;
             return Ok(Some(RedisEndpoint {
                 urls,
-                cluster: true,
+                shape: RedisShape::Cluster,
                 tls,
             }));
         }
@@ -244,9 +289,106 @@ impl Config {
             Some(url) => Ok(Some(RedisEndpoint {
                 tls: self.redis_tls(url.expose_secret())?,
                 urls: vec![url.expose_secret().to_owned()],
-                cluster: false,
+                shape: RedisShape::Single,
             })),
             None => Ok(None),
+        }
+    }
+
+    /// The TLS of every URL of the list setting `name` (of `what`), which must agree.
+    fn one_redis_tls(
+        &self,
+        urls: &[String],
+        name: &str,
+        what: &str,
+    ) -> Result<RedisTls, ConfigError> {
+        let Some(first) = urls.first() else {
+            return Err(ConfigError::Invalid(format!(
+                "{name} is set but names no node: give comma-separated redis:// or rediss:// URLs"
+            )));
+        };
+        let tls = self.redis_tls_named(first, name)?;
+        for url in &urls[1..] {
+            if self.redis_tls_named(url, name)? != tls {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} mixes redis:// and rediss:// {what}: use one scheme for every one"
+                )));
+            }
+        }
+        Ok(tls)
+    }
+
+    /// `REDIS_SENTINELS` and the settings that go with it.
+    fn sentinel_endpoint(&self, sentinels: &str) -> Result<RedisEndpoint, ConfigError> {
+        if self.redis.cluster_nodes.is_some() {
+            return Err(ConfigError::Invalid(
+                "REDIS_SENTINELS and REDIS_CLUSTER_NODES are both set: a Redis is either a cluster or watched by sentinels, set one".into(),
+            ));
+        }
+        let Some(master) = self
+            .redis
+            .sentinel_master
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+        else {
+            return Err(ConfigError::Invalid(
+                "REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is not: set it to the name the sentinels monitor the master under".into(),
+            ));
+        };
+        // A bare `host:port` takes the scheme REDIS_TLS asks for.
+        let scheme = match self.redis.tls {
+            Some(TlsMode::Verify | TlsMode::Require) => "rediss",
+            Some(TlsMode::Off) | None => "redis",
+        };
+        let urls: Vec<String> = split_list(sentinels)
+            .into_iter()
+            .map(|a| {
+                if a.contains("://") {
+                    a
+                } else {
+                    format!("{scheme}://{a}")
+                }
+            })
+            .collect();
+        let tls = self.one_redis_tls(&urls, "REDIS_SENTINELS", "sentinels")?;
+        let exposed = |s: &Option<SecretString>| s.as_ref().map(|p| p.expose_secret().to_owned());
+        Ok(RedisEndpoint {
+            urls,
+            shape: RedisShape::Sentinel(SentinelSettings {
+                master: master.to_owned(),
+                sentinel_auth: RedisAuth {
+                    username: self.redis.sentinel_username.clone(),
+                    password: exposed(&self.redis.sentinel_password),
+                },
+                node_auth: RedisAuth {
+                    username: self.redis.username.clone(),
+                    password: exposed(&self.redis.password),
+                },
+            }),
+            tls,
+        })
+    }
+
+    /// The sentinel-only settings without `REDIS_SENTINELS` would be ignored: refused, so
+    /// a password meant for a `REDIS_URL` goes in the URL instead.
+    fn redis_auth_only_with_sentinels(&self) -> Result<(), ConfigError> {
+        if self.redis.sentinels.is_some() {
+            return Ok(());
+        }
+        let r = &self.redis;
+        let set = [
+            ("REDIS_SENTINEL_MASTER", r.sentinel_master.is_some()),
+            ("REDIS_SENTINEL_USERNAME", r.sentinel_username.is_some()),
+            ("REDIS_SENTINEL_PASSWORD", r.sentinel_password.is_some()),
+            ("REDIS_USERNAME", r.username.is_some()),
+            ("REDIS_PASSWORD", r.password.is_some()),
+        ];
+        match set.iter().find(|(_, on)| *on) {
+            Some((name, _)) => Err(ConfigError::Invalid(format!(
+                "{name} is only read with REDIS_SENTINELS, which is not set (with REDIS_URL or REDIS_CLUSTER_NODES the login goes in the URL: rediss://user:password@host:port)"
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -274,7 +416,13 @@ impl Config {
             });
         }
         let plain = |u: &str| Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "redis" | "valkey"));
+        let sentinels_plain = self.redis_endpoint().ok().flatten().is_some_and(|e| {
+            matches!(e.shape, RedisShape::Sentinel(_)) && e.urls.iter().any(|u| plain(u))
+        });
         let problem = match &self.redis.cluster_nodes {
+            _ if sentinels_plain => {
+                Some("REDIS_SENTINELS has plaintext redis:// sentinels; use rediss://")
+            }
             Some(nodes) => nodes
                 .expose_secret()
                 .split(',')
@@ -455,6 +603,95 @@ mod tests {
     }
 
     #[test]
+    fn sentinels_name_the_master_and_take_their_own_login() {
+        let c = config(&[
+            (
+                "REDIS_SENTINELS",
+                "s1.example:26379, rediss://s2.example:26379",
+            ),
+            ("REDIS_SENTINEL_MASTER", "switchboard"),
+            ("REDIS_TLS", "verify"),
+            ("REDIS_SENTINEL_PASSWORD", "sentinel-pw"),
+            ("REDIS_USERNAME", "app"),
+            ("REDIS_PASSWORD", "node-pw"),
+        ])
+        .expect("loads");
+        let endpoint = c.redis_endpoint().expect("ok").expect("set");
+        assert_eq!(
+            endpoint.urls,
+            ["rediss://s1.example:26379", "rediss://s2.example:26379"]
+        );
+        assert_eq!(endpoint.tls, RedisTls::Verify { ca: None });
+        let RedisShape::Sentinel(settings) = &endpoint.shape else {
+            panic!("not a sentinel endpoint: {endpoint:?}");
+        };
+        assert_eq!(settings.master, "switchboard");
+        assert_eq!(
+            settings.sentinel_auth.password.as_deref(),
+            Some("sentinel-pw")
+        );
+        assert_eq!(settings.sentinel_auth.username, None);
+        assert_eq!(settings.node_auth.username.as_deref(), Some("app"));
+        assert_eq!(settings.node_auth.password.as_deref(), Some("node-pw"));
+        // The passwords never show in a debug print.
+        let shown = format!("{endpoint:?}");
+        assert!(
+            !shown.contains("sentinel-pw") && !shown.contains("node-pw"),
+            "{shown}"
+        );
+        // Without REDIS_TLS a bare address is plaintext, and production refuses it.
+        let plain = config(&[
+            ("APP_ENV", "production"),
+            ("REDIS_SENTINELS", "s1.example:26379"),
+            ("REDIS_SENTINEL_MASTER", "switchboard"),
+        ])
+        .expect("loads");
+        let endpoint = plain.redis_endpoint().expect("ok").expect("set");
+        assert_eq!(endpoint.urls, ["redis://s1.example:26379"]);
+        assert!(plain.plaintext_problem().is_some());
+    }
+
+    #[test]
+    fn sentinel_settings_that_cannot_work_are_refused_by_name() {
+        let refused = |pairs: &[(&str, &str)]| config(pairs).expect_err("refused").to_string();
+        let no_master = refused(&[("REDIS_SENTINELS", "s1.example:26379")]);
+        assert!(no_master.contains("REDIS_SENTINEL_MASTER"), "{no_master}");
+        let both = refused(&[
+            ("REDIS_SENTINELS", "s1.example:26379"),
+            ("REDIS_SENTINEL_MASTER", "m"),
+            ("REDIS_CLUSTER_NODES", "redis://n.example:6379"),
+        ]);
+        assert!(
+            both.contains("REDIS_CLUSTER_NODES") && both.contains("REDIS_SENTINELS"),
+            "{both}"
+        );
+        let mixed = refused(&[
+            (
+                "REDIS_SENTINELS",
+                "redis://s1.example:26379,rediss://s2.example:26379",
+            ),
+            ("REDIS_SENTINEL_MASTER", "m"),
+        ]);
+        assert!(
+            mixed.contains("REDIS_SENTINELS") && mixed.contains("one scheme"),
+            "{mixed}"
+        );
+        let empty = refused(&[("REDIS_SENTINELS", " , "), ("REDIS_SENTINEL_MASTER", "m")]);
+        assert!(empty.contains("names no node"), "{empty}");
+        for alone in [
+            "REDIS_SENTINEL_MASTER",
+            "REDIS_PASSWORD",
+            "REDIS_SENTINEL_PASSWORD",
+        ] {
+            let why = refused(&[("REDIS_URL", "redis://cache.example"), (alone, "x")]);
+            assert!(
+                why.contains(alone) && why.contains("only read with REDIS_SENTINELS"),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
     fn cluster_nodes_replace_the_url_and_must_agree_on_tls() {
         let c = config(&[(
             "REDIS_CLUSTER_NODES",
@@ -462,7 +699,7 @@ mod tests {
         )])
         .expect("loads");
         let endpoint = c.redis_endpoint().expect("ok").expect("set");
-        assert!(endpoint.cluster);
+        assert!(endpoint.is_cluster());
         assert_eq!(endpoint.urls.len(), 2);
         assert_eq!(endpoint.tls, RedisTls::Verify { ca: None });
         // Without either, there is no endpoint; with only REDIS_URL, a single server.
@@ -472,7 +709,7 @@ mod tests {
         );
         let single = config(&[("REDIS_URL", "redis://cache.example")]).expect("loads");
         let single = single.redis_endpoint().expect("ok").expect("set");
-        assert!(!single.cluster);
+        assert!(!single.is_cluster());
         assert_eq!(single.tls, RedisTls::Off);
 
         let mixed = config(&[(

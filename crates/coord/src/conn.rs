@@ -1,5 +1,6 @@
-//! One connection type for a single Redis and for a Redis Cluster, so every Redis user
-//! (queues, limiter, breaker, dedup, realtime) is written once and runs on either.
+//! One connection type for a single Redis, a Redis Cluster and a master found through
+//! sentinels ([`crate::LazySentinel`]), so every Redis user
+//! (queues, limiter, breaker, dedup, realtime) is written once and runs on any of them.
 //!
 //! redis-rs has a self-reconnecting, lazily connecting manager for a single server, but its
 //! cluster connection must be built against a reachable cluster: `get_async_connection`
@@ -33,6 +34,8 @@ pub enum Conn {
     Single(ConnectionManager),
     /// A cluster, built on first use.
     Cluster(LazyCluster),
+    /// The master the sentinels name, found on first use and again after a failover.
+    Sentinel(crate::LazySentinel),
 }
 
 impl ConnectionLike for Conn {
@@ -43,6 +46,7 @@ impl ConnectionLike for Conn {
                 let mut conn = lazy.get().await?;
                 conn.req_packed_command(cmd).await
             }),
+            Conn::Sentinel(lazy) => lazy.req_packed_command(cmd),
         }
     }
 
@@ -58,13 +62,14 @@ impl ConnectionLike for Conn {
                 let mut conn = lazy.get().await?;
                 conn.req_packed_commands(cmd, offset, count).await
             }),
+            Conn::Sentinel(lazy) => lazy.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(conn) => conn.get_db(),
-            Conn::Cluster(_) => 0,
+            Conn::Cluster(_) | Conn::Sentinel(_) => 0,
         }
     }
 }

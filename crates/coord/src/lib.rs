@@ -8,16 +8,18 @@ pub mod breaker;
 mod conn;
 pub mod dedup;
 pub mod gcra;
+mod sentinel;
 pub mod subscription;
 mod tls;
 
 pub use conn::{Conn, LazyCluster, cluster_client};
+pub use sentinel::{LazySentinel, WATCH_EVERY as SENTINEL_WATCH_EVERY};
 pub use tls::{client, client_for_url};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_config::{RedisEndpoint, RedisTls};
+use switchboard_config::{RedisEndpoint, RedisShape, RedisTls};
 
 /// Errors from Redis coordination.
 #[derive(Debug, thiserror::Error)]
@@ -39,25 +41,44 @@ pub enum CoordError {
     /// A command failed (connection lost, timeout, server error).
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
+    /// A command on a master found through sentinels failed.
+    #[error("redis error (through REDIS_SENTINELS): {0}")]
+    Sentinel(redis::RedisError),
 }
 
 impl CoordError {
     /// The setting that most likely fixes this failure, for `/ready`.
     pub fn setting(&self) -> Option<&'static str> {
-        let e = match self {
-            CoordError::Redis(e) => e,
+        let (e, sentinel) = match self {
+            CoordError::Redis(e) => (e, false),
+            CoordError::Sentinel(e) => (e, true),
             CoordError::CaFile { .. } => return Some("REDIS_TLS_CA"),
             CoordError::TlsNeedsRediss => return Some("REDIS_TLS"),
             CoordError::InvalidUrl => return Some("REDIS_URL"),
         };
         let text = e.to_string().to_ascii_lowercase();
+        // A sentinel lookup's failure names its setting in its text.
+        for named in [
+            "REDIS_SENTINEL_MASTER",
+            "REDIS_SENTINEL_PASSWORD",
+            "REDIS_PASSWORD",
+            "REDIS_SENTINELS",
+        ] {
+            if text.contains(&named.to_ascii_lowercase()) {
+                return Some(named);
+            }
+        }
         if text.contains("unknownissuer") || text.contains("unknown issuer") {
             Some("REDIS_TLS_CA")
         } else if text.contains("certificate") || text.contains("tls") || text.contains("handshake")
         {
             Some("REDIS_TLS")
         } else if e.is_connection_refusal() || e.is_timeout() || e.is_io_error() {
-            Some("REDIS_URL")
+            Some(if sentinel {
+                "REDIS_SENTINELS"
+            } else {
+                "REDIS_URL"
+            })
         } else {
             None
         }
@@ -65,7 +86,7 @@ impl CoordError {
 
     /// One line naming the setting to change, for logs.
     pub fn explain(&self) -> String {
-        if !matches!(self, CoordError::Redis(_)) {
+        if !matches!(self, CoordError::Redis(_) | CoordError::Sentinel(_)) {
             // These name their setting already.
             return self.to_string();
         }
@@ -76,9 +97,10 @@ impl CoordError {
             Some("REDIS_TLS") => format!(
                 "the TLS handshake with Redis failed: check REDIS_TLS and REDIS_TLS_CA, and that the server speaks TLS on that port ({self})"
             ),
-            Some(_) => {
+            Some("REDIS_URL") => {
                 format!("Redis did not answer: check the host and port in REDIS_URL ({self})")
             }
+            Some(setting) => format!("Redis did not answer: check {setting} ({self})"),
             None => self.to_string(),
         }
     }
@@ -105,6 +127,8 @@ pub enum Target {
         /// The TLS every node connection uses.
         tls: RedisTls,
     },
+    /// The master the sentinels name (the handle's own connection to it).
+    Sentinel(LazySentinel),
 }
 
 impl std::fmt::Debug for Redis {
@@ -135,24 +159,32 @@ impl Redis {
         })
     }
 
-    /// [`Redis::connect_lazy`] for a single server or a cluster, as `endpoint` says. A
-    /// cluster is connected on first use too, and its connection follows failovers.
+    /// [`Redis::connect_lazy`] for a single server, a cluster or a master found through
+    /// sentinels, as `endpoint` says. A cluster or a sentinel-watched master is connected
+    /// on first use too, and its connection follows failovers.
     pub fn connect(endpoint: &RedisEndpoint, prefix: &str) -> Result<Self, CoordError> {
-        if !endpoint.cluster {
-            let url = endpoint.urls.first().ok_or(CoordError::InvalidUrl)?;
-            return Self::connect_lazy(url, &endpoint.tls, prefix);
-        }
-        let client = cluster_client(
-            &endpoint.urls,
-            &endpoint.tls,
-            None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
-        )?;
+        let no_push = None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>;
+        let (conn, target) = match &endpoint.shape {
+            RedisShape::Single => {
+                let url = endpoint.urls.first().ok_or(CoordError::InvalidUrl)?;
+                return Self::connect_lazy(url, &endpoint.tls, prefix);
+            }
+            RedisShape::Cluster => {
+                let client = cluster_client(&endpoint.urls, &endpoint.tls, no_push)?;
+                let target = Target::Cluster {
+                    urls: endpoint.urls.clone().into(),
+                    tls: endpoint.tls.clone(),
+                };
+                (Conn::Cluster(LazyCluster::new(client)), target)
+            }
+            RedisShape::Sentinel(settings) => {
+                let lazy = LazySentinel::new(&endpoint.urls, &endpoint.tls, settings, no_push)?;
+                (Conn::Sentinel(lazy.clone()), Target::Sentinel(lazy))
+            }
+        };
         Ok(Self {
-            conn: Conn::Cluster(LazyCluster::new(client)),
-            target: Target::Cluster {
-                urls: endpoint.urls.clone().into(),
-                tls: endpoint.tls.clone(),
-            },
+            conn,
+            target,
             prefix: Arc::from(prefix),
         })
     }
@@ -234,8 +266,12 @@ impl Redis {
     /// `PING`, for readiness.
     pub async fn ping(&self) -> Result<(), CoordError> {
         let mut conn = self.conn();
-        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
-        Ok(())
+        let pong: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
+        match pong {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(self.target, Target::Sentinel(_)) => Err(CoordError::Sentinel(e)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// `SET {prefix}:{suffix} {value} NX PX ttl`: `true` when this call created the key

@@ -34,13 +34,34 @@ pub async fn subscribe(
     on: impl FnMut(Notice),
 ) {
     match redis.target() {
-        Target::Single(client) => single(client, channel, retry, token, on).await,
+        Target::Single(client) => {
+            let client = || async { Ok((**client).clone()) };
+            single(client, None, channel, retry, token, on).await;
+        }
+        // A subscriber on a demoted master would still hear what the new master publishes
+        // (a replica gets it), but the master would not count it: it moves when the
+        // handle's connection does, and asks the sentinels where the master is now.
+        Target::Sentinel(lazy) => {
+            let moved = lazy.switches();
+            single(
+                || lazy.master_client(),
+                Some(moved),
+                channel,
+                retry,
+                token,
+                on,
+            )
+            .await;
+        }
         Target::Cluster { urls, tls } => cluster(urls, tls, channel, retry, token, on).await,
     }
 }
 
-async fn single(
-    client: &redis::Client,
+/// One server's pub/sub, on a connection to the server `client` gives at each attempt,
+/// subscribed anew whenever `moved` changes.
+async fn single<F: Future<Output = Result<redis::Client, redis::RedisError>>>(
+    client: impl Fn() -> F,
+    mut moved: Option<tokio::sync::watch::Receiver<u64>>,
     channel: &str,
     retry: Duration,
     token: CancellationToken,
@@ -48,7 +69,7 @@ async fn single(
 ) {
     loop {
         let subscribed = async {
-            let mut pubsub = client.get_async_pubsub().await?;
+            let mut pubsub = client().await?.get_async_pubsub().await?;
             pubsub.subscribe(channel).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
@@ -59,10 +80,23 @@ async fn single(
         match pubsub {
             Ok(pubsub) => {
                 on(Notice::Subscribed);
+                if let Some(moved) = moved.as_mut() {
+                    moved.mark_unchanged();
+                }
                 let mut messages = pubsub.into_on_message();
                 loop {
+                    let master_moved = async {
+                        let changed = match moved.as_mut() {
+                            Some(moved) => moved.changed().await.is_ok(),
+                            None => false,
+                        };
+                        if !changed {
+                            std::future::pending::<()>().await;
+                        }
+                    };
                     tokio::select! {
                         () = token.cancelled() => return,
+                        () = master_moved => break,
                         message = messages.next() => match message {
                             Some(message) => {
                                 on(Notice::Message(message.get_payload().unwrap_or_default()));

@@ -9,6 +9,11 @@
 //! connection. A subscription that could not be made at all (Redis down at start) is kept in
 //! the handler map anyway; the watchdog ([`crate::watchdog`]) subscribes it once Redis answers.
 //!
+//! Behind sentinels it is one RESP3 connection to the master they name
+//! ([`switchboard_coord::LazySentinel`]); when they promote another node the connection is
+//! dropped, [`PubSubDriver::lost`] wakes the watchdog, and it subscribes every channel again
+//! on a connection to the new master.
+//!
 //! On a Redis Cluster the same driver speaks sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`) over
 //! one RESP3 cluster connection built on first use ([`switchboard_coord::LazyCluster`]):
 //! the channels share the `{sio}` hash tag, so they live on one shard, and redis-rs
@@ -23,8 +28,8 @@ pub use socketioxide_redis::drivers::{ChanItem, Driver, MessageStream};
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
-use switchboard_config::RedisEndpoint;
-use switchboard_coord::LazyCluster;
+use switchboard_config::{RedisEndpoint, RedisShape};
+use switchboard_coord::{LazyCluster, LazySentinel};
 use tokio::sync::{Notify, mpsc};
 
 type Handlers = Arc<RwLock<HashMap<String, mpsc::Sender<ChanItem>>>>;
@@ -40,13 +45,17 @@ pub struct PubSubDriver {
     /// Rung when a connection carrying subscriptions is lost, so the watchdog checks (and
     /// repairs) at once rather than at its next tick.
     lost: Arc<Notify>,
+    /// Behind sentinels: changes when the connection was dropped for another master.
+    switches: Option<Arc<tokio::sync::Mutex<tokio::sync::watch::Receiver<u64>>>>,
 }
 
-/// The driver's connection: one server, or a cluster (sharded pub/sub).
+/// The driver's connection: one server, a cluster (sharded pub/sub), or the master the
+/// sentinels name (its subscriptions made again by the watchdog after a failover).
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),
     Cluster(LazyCluster),
+    Sentinel(LazySentinel),
 }
 
 impl std::fmt::Debug for PubSubDriver {
@@ -69,14 +78,28 @@ impl PubSubDriver {
             route(&routes, &on_loss, push);
             Ok::<(), std::convert::Infallible>(())
         };
-        if endpoint.cluster {
-            let client =
-                switchboard_coord::cluster_client(&endpoint.urls, &endpoint.tls, Some(push))?;
-            return Ok(Self {
-                conn: Conn::Cluster(LazyCluster::new(client)),
-                handlers,
-                lost,
-            });
+        match &endpoint.shape {
+            RedisShape::Single => {}
+            RedisShape::Cluster => {
+                let client =
+                    switchboard_coord::cluster_client(&endpoint.urls, &endpoint.tls, Some(push))?;
+                return Ok(Self {
+                    conn: Conn::Cluster(LazyCluster::new(client)),
+                    handlers,
+                    lost,
+                    switches: None,
+                });
+            }
+            RedisShape::Sentinel(settings) => {
+                let lazy = LazySentinel::new(&endpoint.urls, &endpoint.tls, settings, Some(push))?;
+                let switches = Some(Arc::new(tokio::sync::Mutex::new(lazy.switches())));
+                return Ok(Self {
+                    conn: Conn::Sentinel(lazy),
+                    handlers,
+                    lost,
+                    switches,
+                });
+            }
         }
         let url = endpoint
             .urls
@@ -100,6 +123,7 @@ impl PubSubDriver {
             conn: Conn::Single(conn),
             handlers,
             lost,
+            switches: None,
         })
     }
 
@@ -108,6 +132,7 @@ impl PubSubDriver {
         match &self.conn {
             Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
             Conn::Cluster(lazy) => cmd.query_async(&mut lazy.get().await?).await,
+            Conn::Sentinel(lazy) => cmd.query_async(&mut lazy.clone()).await,
         }
     }
 
@@ -135,11 +160,8 @@ impl PubSubDriver {
             return Ok(Vec::new());
         }
         let reply: Value = match &self.conn {
-            Conn::Single(conn) => {
-                redis::cmd("PUBSUB")
-                    .arg("NUMSUB")
-                    .arg(channels)
-                    .query_async(&mut conn.clone())
+            Conn::Single(_) | Conn::Sentinel(_) => {
+                self.query(redis::cmd("PUBSUB").arg("NUMSUB").arg(channels))
                     .await?
             }
             // Asked of the shard that holds the channels (they share the `{sio}` tag): the
@@ -223,6 +245,7 @@ impl PubSubDriver {
                 lazy.reset();
                 lazy.get().await?.ssubscribe(channels).await
             }
+            Conn::Sentinel(lazy) => lazy.get().await?.subscribe(channels).await,
         }
     }
 
@@ -231,12 +254,23 @@ impl PubSubDriver {
         match &self.conn {
             Conn::Single(conn) => conn.clone().subscribe(channels).await,
             Conn::Cluster(lazy) => lazy.get().await?.ssubscribe(channels).await,
+            Conn::Sentinel(lazy) => lazy.get().await?.subscribe(channels).await,
         }
     }
 
-    /// Resolves when a connection carrying subscriptions was lost.
+    /// Resolves when a connection carrying subscriptions was lost, or (behind sentinels)
+    /// dropped because another node became the master.
     pub(crate) async fn lost(&self) {
-        self.lost.notified().await;
+        match &self.switches {
+            Some(switches) => {
+                let mut switches = switches.lock().await;
+                tokio::select! {
+                    () = self.lost.notified() => {}
+                    _ = switches.changed() => {}
+                }
+            }
+            None => self.lost.notified().await,
+        }
     }
 }
 
@@ -314,6 +348,7 @@ impl Driver for PubSubDriver {
         match &self.conn {
             Conn::Single(conn) => conn.clone().unsubscribe(chan).await,
             Conn::Cluster(lazy) => lazy.get().await?.sunsubscribe(chan).await,
+            Conn::Sentinel(lazy) => lazy.get().await?.unsubscribe(chan).await,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod fakes;
 mod load;
 mod pod;
 mod redis_cluster;
+mod redis_sentinel;
 mod redis_server;
 pub mod rows;
 mod seed;
@@ -27,6 +28,7 @@ pub use fakes::{Call, Provider};
 pub use load::Load;
 pub use pod::{Endpoint, TestPod};
 pub use redis_cluster::RedisCluster;
+pub use redis_sentinel::{RedisSentinel, SENTINEL_MASTER};
 pub use redis_server::{RedisServer, free_port};
 pub use rows::{Delivery, delivery, wait_outbox};
 pub use seed::{seed_item, seed_member, seed_queue_items, user_id};
@@ -61,6 +63,40 @@ pub fn redis_cluster_nodes() -> Option<String> {
     std::env::var("SB_TEST_REDIS_CLUSTER_NODES")
         .ok()
         .filter(|v| !v.is_empty())
+}
+
+/// The sentinels of the test run's Redis (`SB_TEST_REDIS_SENTINELS`, set by
+/// `scripts/test.sh` in the sentinel topology) and the name of the master they watch: pods
+/// on the shared test Redis find it through them.
+pub fn redis_sentinels() -> Option<(String, String)> {
+    let sentinels = std::env::var("SB_TEST_REDIS_SENTINELS")
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    let master =
+        std::env::var("SB_TEST_REDIS_SENTINEL_MASTER").unwrap_or_else(|_| "switchboard".into());
+    Some((sentinels, master))
+}
+
+/// A test that names a Redis shape of its own (a cluster or sentinels it started) gets that
+/// one alone, not the topology's as well: the settings the test changed from `base` win.
+pub fn one_redis_shape(base: &HashMap<String, String>, vars: &mut HashMap<String, String>) {
+    let changed = |vars: &HashMap<String, String>, key: &str| vars.get(key) != base.get(key);
+    let shapes: [(&str, &[&str]); 2] = [
+        ("REDIS_SENTINELS", &["REDIS_CLUSTER_NODES"]),
+        (
+            "REDIS_CLUSTER_NODES",
+            &["REDIS_SENTINELS", "REDIS_SENTINEL_MASTER"],
+        ),
+    ];
+    for (own, others) in shapes {
+        if changed(vars, own) && vars.contains_key(own) {
+            for other in others {
+                if !changed(vars, other) {
+                    vars.remove(*other);
+                }
+            }
+        }
+    }
 }
 
 /// The test run's Redis TLS: `rediss://` is verified against `SB_TEST_TLS_CA` (the CA
@@ -363,6 +399,10 @@ pub fn pod_env(db: &TestDb, redis_url: &str, prefix: &str) -> HashMap<String, St
     // that brings its own Redis (to stop it) keeps it.
     if let (Some(nodes), true) = (redis_cluster_nodes(), redis_url == self::redis_url()) {
         vars.insert("REDIS_CLUSTER_NODES".into(), nodes);
+    }
+    if let (Some((sentinels, master)), true) = (redis_sentinels(), redis_url == self::redis_url()) {
+        vars.insert("REDIS_SENTINELS".into(), sentinels);
+        vars.insert("REDIS_SENTINEL_MASTER".into(), master);
     }
     if let Ok(mode) = std::env::var("SB_TEST_DATABASE_POOLER") {
         vars.insert("DATABASE_POOLER".into(), mode);

@@ -62,8 +62,10 @@ impl TestPod {
         prefix: &str,
         tweak: impl FnOnce(&mut HashMap<String, String>),
     ) -> TestPod {
-        let mut vars = pod_env(db, redis_url, prefix);
+        let base = pod_env(db, redis_url, prefix);
+        let mut vars = base.clone();
         tweak(&mut vars);
+        crate::one_redis_shape(&base, &mut vars);
         let app = App::build(config_from(&vars)).await.expect("app builds");
         let server = app.start().await.expect("app starts");
         let base = format!("http://{}", server.local_addr());

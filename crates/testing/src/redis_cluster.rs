@@ -284,7 +284,7 @@ impl Drop for RedisCluster {
 }
 
 /// `redis-cli -p port args…`, its output when it ran.
-fn cli(port: u16, args: &[&str]) -> Option<String> {
+pub(crate) fn cli(port: u16, args: &[&str]) -> Option<String> {
     let out = Command::new("redis-cli")
         .args(["-p", &port.to_string()])
         .args(args)
@@ -298,7 +298,7 @@ fn cli(port: u16, args: &[&str]) -> Option<String> {
 
 /// Awaits `done` (a `redis-cli` call or a few), looking every 100 ms: each look spawns
 /// processes.
-async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> Option<()> {
+pub(crate) async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> Option<()> {
     crate::try_eventually_every(limit, Duration::from_millis(100), || async {
         done().then_some(())
     })

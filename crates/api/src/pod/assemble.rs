@@ -93,7 +93,7 @@ impl App {
         let cipher = SecretCipher::with_keys(&config.master_keys());
         let (Some(endpoint), Some(cipher)) = (endpoint, cipher) else {
             return Err(StartError::Violations(vec![
-                "REDIS_URL (or REDIS_CLUSTER_NODES) and MASTER_ENCRYPTION_KEY (or MASTER_ENCRYPTION_KEYS) must be set".into(),
+                "REDIS_URL (or REDIS_CLUSTER_NODES or REDIS_SENTINELS) and MASTER_ENCRYPTION_KEY (or MASTER_ENCRYPTION_KEYS) must be set".into(),
             ]));
         };
         let redis = Redis::connect(&endpoint, &config.redis.prefix)?;

@@ -20,8 +20,10 @@ pub(super) async fn check(config: &Config, db: &PgPool) -> (Vec<String>, Trusted
         .collect();
     let production = config.app.env == AppEnv::Production;
     if !production {
-        if config.redis.url.is_none() && config.redis.cluster_nodes.is_none() {
-            violations.push("REDIS_URL or REDIS_CLUSTER_NODES must be set".into());
+        let redis = &config.redis;
+        if redis.url.is_none() && redis.cluster_nodes.is_none() && redis.sentinels.is_none() {
+            violations
+                .push("REDIS_URL or REDIS_CLUSTER_NODES must be set (or REDIS_SENTINELS)".into());
         }
         if config.master_keys().is_empty() {
             violations.push("MASTER_ENCRYPTION_KEY must be set (or MASTER_ENCRYPTION_KEYS)".into());

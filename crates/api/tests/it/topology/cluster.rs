@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use std::time::Duration;
-use switchboard_config::{RedisEndpoint, RedisTls};
+use switchboard_config::{RedisEndpoint, RedisShape, RedisTls};
 use switchboard_coord::subscription::{self, Notice};
 use switchboard_coord::{Redis, dedup};
 use switchboard_jobs::queue::{InboundQueue, OutboundQueue};
@@ -20,7 +20,7 @@ use switchboard_testing::{
 fn on(cluster: &RedisCluster, prefix: &str) -> Redis {
     let endpoint = RedisEndpoint {
         urls: cluster.seeds().split(',').map(str::to_owned).collect(),
-        cluster: true,
+        shape: RedisShape::Cluster,
         tls: RedisTls::Off,
     };
     Redis::connect(&endpoint, prefix).expect("cluster handle")
