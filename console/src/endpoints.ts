@@ -180,6 +180,8 @@ export const reports = {
 
 export const autopilot = {
   get: (orgId: string) => api<Schemas["Policy"]>("GET", `/orgs/${orgId}/autopilot`),
+  /** Replaces the whole policy (the org's drafts on hold go back to waiting for an expert). */
+  set: (orgId: string, policy: Schemas["Policy"]) => api<Schemas["Policy"]>("PUT", `/orgs/${orgId}/autopilot`, { body: policy }),
   /** The kill switch: the policy off and every hold of the org stopped, at once. */
   pause: (orgId: string) => api<Schemas["Policy"]>("POST", `/orgs/${orgId}/autopilot/pause`),
 };

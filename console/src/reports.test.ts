@@ -11,7 +11,14 @@ import {
   replyShares,
   seconds,
   slaMet,
-  calibrationBars,
+  bandAgainst,
+  calibrationByChannel,
+  holdValue,
+  sendingChannels,
+  thresholdValue,
+  withChannelRule,
+  thresholdAt,
+  thresholdLabel,
   thresholdSentences,
 } from "./reports";
 
@@ -99,10 +106,111 @@ describe("series", () => {
 });
 
 describe("the autopilot's calibration", () => {
-  it("labels each band and answers what the threshold would have sent", () => {
-    expect(calibrationBars(metrics)).toEqual([{ label: "slack 0.9–1.0", unchanged: 1, edited: 1, replaced: 1, medianEdit: 33 }]);
+  it("gives each channel its ten bands, zeros where no draft fell, with its threshold", () => {
+    const [slack, ...rest] = calibrationByChannel(metrics);
+    expect(rest).toEqual([]);
+    expect(slack.channel).toBe("slack");
+    expect(slack.drafts).toBe(3);
+    expect(slack.bands.map((b) => b.label)).toEqual([
+      "0.0–0.1",
+      "0.1–0.2",
+      "0.2–0.3",
+      "0.3–0.4",
+      "0.4–0.5",
+      "0.5–0.6",
+      "0.6–0.7",
+      "0.7–0.8",
+      "0.8–0.9",
+      "0.9–1.0",
+    ]);
+    expect(slack.bands[9]).toEqual({ from: 0.9, label: "0.9–1.0", unchanged: 1, edited: 1, replaced: 1, medianEdit: 33 });
+    expect(slack.bands.slice(0, 9).every((b) => b.unchanged + b.edited + b.replaced === 0 && b.medianEdit === null)).toBe(true);
+    expect(slack.threshold).toEqual(metrics.autopilot[0]);
+  });
+  it("lists a channel with drafts but no threshold, and one with a threshold but no drafts, in the reports' order", () => {
+    const m: Metrics = {
+      ...metrics,
+      calibration: [
+        { channel: "email", from: 0.3, drafts: 2, unchanged: 0, edited: 0, replaced: 2, median_edit_share: null },
+        { channel: "slack", from: 0.9, drafts: 3, unchanged: 1, edited: 1, replaced: 1, median_edit_share: 0.3333 },
+      ],
+      autopilot: [{ channel: "telegram", min_confidence: 0.75, enabled: true, would_send: 0, changed: 0 }],
+    };
+    const out = calibrationByChannel(m);
+    expect(out.map((c) => [c.channel, c.drafts, c.threshold?.min_confidence ?? null])).toEqual([
+      ["slack", 3, null],
+      ["telegram", 0, 0.75],
+      ["email", 2, null],
+    ]);
+    expect(out[2].bands[3].replaced).toBe(2);
+    expect(calibrationByChannel({ ...metrics, calibration: [], autopilot: [] })).toEqual([]);
+  });
+  it("puts the threshold where it lies on the bands' axis", () => {
+    // Band i is centred on i: 0.9 is the edge between the 0.8–0.9 and 0.9–1.0 bands.
+    expect(thresholdAt(0.9)).toBeCloseTo(8.5);
+    expect(thresholdAt(0.85)).toBeCloseTo(8);
+    expect(thresholdAt(0)).toBeCloseTo(-0.5);
+    expect(thresholdAt(1)).toBeCloseTo(9.5);
+    expect(thresholdAt(1.5)).toBeCloseTo(9.5);
+    expect(thresholdAt(-1)).toBeCloseTo(-0.5);
+  });
+  it("labels the line, and says per band whether its drafts are above it", () => {
+    const [slack] = calibrationByChannel(metrics);
+    const t = metrics.autopilot[0];
+    expect(thresholdLabel(t)).toBe("threshold 0.90 (off)");
+    expect(thresholdLabel({ ...t, enabled: true, min_confidence: 0.856 })).toBe("threshold 0.86");
+    expect(slack.bands.map((b) => bandAgainst(b, t)).join(" ")).toBe("no no no no no no no no no yes");
+    const inBand = { ...t, min_confidence: 0.85 };
+    expect([7, 8, 9].map((i) => bandAgainst(slack.bands[i], inBand))).toEqual(["no", "in part", "yes"]);
+    // 0.3 is 0.2999… in binary: its band is wholly above it.
+    expect(bandAgainst(slack.bands[3], { ...t, min_confidence: 0.3 })).toBe("yes");
+    expect(bandAgainst(slack.bands[2], { ...t, min_confidence: 0.3 })).toBe("no");
+  });
+  it("answers what the threshold would have sent", () => {
     expect(thresholdSentences(metrics)).toEqual([
       "At 0.90 on slack (off now), 3 of these drafts would have been sent by the autopilot, of which 2 were changed by an expert.",
     ]);
+  });
+});
+
+describe("the threshold set beside the chart", () => {
+  it("takes a threshold from 0 to 1 and a hold from 10 to 3600 whole seconds, and says why not", () => {
+    expect(thresholdValue("0.85")).toEqual({ value: 0.85 });
+    expect(thresholdValue(" 1 ")).toEqual({ value: 1 });
+    expect(thresholdValue("0")).toEqual({ value: 0 });
+    for (const bad of ["", "1.01", "-0.1", "high", "NaN"]) expect(thresholdValue(bad)).toHaveProperty("problem", expect.stringMatching(/from 0 to 1/));
+    expect(holdValue("10")).toEqual({ value: 10 });
+    expect(holdValue("3600")).toEqual({ value: 3600 });
+    for (const bad of ["", "9", "3601", "30.5", "soon"]) expect(holdValue(bad)).toHaveProperty("problem", expect.stringMatching(/10 to 3600/));
+  });
+  it("changes only the channel's rule; turning it on turns the org on, turning it off leaves the org as it was", () => {
+    const policy = {
+      enabled: false,
+      channels: { telegram: { enabled: true, min_confidence: 0.7, hold_secs: 30 } },
+      never_when: { phrases: ["refund"], new_customer: true },
+      max_per_hour: 20,
+    };
+    const on = withChannelRule(policy, "slack", { enabled: true, min_confidence: 0.85, hold_secs: 60 });
+    expect(on).toEqual({
+      enabled: true,
+      channels: { telegram: { enabled: true, min_confidence: 0.7, hold_secs: 30 }, slack: { enabled: true, min_confidence: 0.85, hold_secs: 60 } },
+      never_when: { phrases: ["refund"], new_customer: true },
+      max_per_hour: 20,
+    });
+    expect(policy.channels).not.toHaveProperty("slack");
+    const off = withChannelRule(on, "slack", { enabled: false, min_confidence: 0.9, hold_secs: 60 });
+    expect(off.enabled).toBe(true);
+    expect(off.channels?.slack).toEqual({ enabled: false, min_confidence: 0.9, hold_secs: 60 });
+    expect(withChannelRule({}, "email", { enabled: false, min_confidence: 0.5 }).enabled).toBe(false);
+  });
+  it("names the channels that send themselves, none while the org is off", () => {
+    const channels = {
+      email: { enabled: true, min_confidence: 0.9 },
+      slack: { enabled: true, min_confidence: 0.8 },
+      telegram: { enabled: false, min_confidence: 0.8 },
+    };
+    expect(sendingChannels({ enabled: true, channels })).toEqual(["slack", "email"]);
+    expect(sendingChannels({ enabled: false, channels })).toEqual([]);
+    expect(sendingChannels({})).toEqual([]);
   });
 });

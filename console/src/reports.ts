@@ -2,7 +2,7 @@
 // (the server leaves out days without activity), channels as series, SLA and reply shares
 // as percentages. Pure functions, so the numbers on screen are tested without a browser.
 
-import type { Schemas } from "./types";
+import type { Channel, Schemas } from "./types";
 
 export type Metrics = Schemas["MetricsView"];
 
@@ -53,12 +53,15 @@ export function daysBetween(from: string, to: string): string[] {
   return out;
 }
 
+/** The channels in the reports' order (a channel the console does not know yet goes last). */
+function inChannelOrder(channels: Iterable<string>): string[] {
+  const order = ["slack", "whatsapp", "telegram", "email"];
+  return [...new Set(channels)].sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99) || a.localeCompare(b));
+}
+
 /** Messages (in and out) per channel, one value per day; channels in a fixed order. */
 export function messagesPerChannel(m: Metrics, days: string[]): { channel: string; inbound: number[]; outbound: number[]; total: number[] }[] {
-  const order = ["slack", "whatsapp", "telegram", "email"];
-  const channels = [...new Set(m.messages.map((r) => r.channel))].sort(
-    (a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99) || a.localeCompare(b),
-  );
+  const channels = inChannelOrder(m.messages.map((r) => r.channel));
   return channels.map((channel) => {
     const byDay = new Map(m.messages.filter((r) => r.channel === channel).map((r) => [r.day, r]));
     const inbound = days.map((d) => byDay.get(d)?.inbound ?? 0);
@@ -135,22 +138,106 @@ export function dayLabel(day: string): string {
   return new Date(t).toLocaleDateString("en-GB", { weekday: "short", day: "numeric", month: "short", timeZone: "UTC" });
 }
 
-/** The calibration's buckets as bars: a label per channel and tenth, with what experts did. */
-export function calibrationBars(m: Metrics): { label: string; unchanged: number; edited: number; replaced: number; medianEdit: number | null }[] {
-  return m.calibration.map((b) => ({
-    label: `${b.channel} ${b.from.toFixed(1)}–${(b.from + 0.1).toFixed(1)}`,
-    unchanged: b.unchanged,
-    edited: b.edited,
-    replaced: b.replaced,
-    medianEdit: b.median_edit_share == null ? null : Math.round(b.median_edit_share * 100),
-  }));
+export type Threshold = Metrics["autopilot"][number];
+
+/** One 0.1-wide confidence band of a channel's drafts, and what experts did with them. */
+export type Band = { from: number; label: string; unchanged: number; edited: number; replaced: number; medianEdit: number | null };
+
+/** A channel's calibration: its ten bands, 0.0–0.1 to 0.9–1.0, and the org's threshold. */
+export type ChannelCalibration = { channel: string; bands: Band[]; drafts: number; threshold: Threshold | null };
+
+/**
+ * The calibration per channel that has drafts in the range or a threshold in the org's
+ * policy. Every band is present (zeros where no draft fell), so that the bands are the
+ * confidence axis and the threshold can be drawn where it lies on it.
+ */
+export function calibrationByChannel(m: Metrics): ChannelCalibration[] {
+  return inChannelOrder([...m.calibration.map((b) => b.channel), ...m.autopilot.map((t) => t.channel)]).map((channel) => {
+    const bands = Array.from({ length: 10 }, (_, tenth): Band => {
+      const b = m.calibration.find((x) => x.channel === channel && Math.round(x.from * 10) === tenth);
+      return {
+        from: tenth / 10,
+        label: `${(tenth / 10).toFixed(1)}–${((tenth + 1) / 10).toFixed(1)}`,
+        unchanged: b?.unchanged ?? 0,
+        edited: b?.edited ?? 0,
+        replaced: b?.replaced ?? 0,
+        medianEdit: b?.median_edit_share == null ? null : Math.round(b.median_edit_share * 100),
+      };
+    });
+    const drafts = m.calibration.filter((b) => b.channel === channel).reduce((n, b) => n + b.drafts, 0);
+    return { channel, bands, drafts, threshold: m.autopilot.find((t) => t.channel === channel) ?? null };
+  });
+}
+
+/**
+ * Where a threshold lies on the ten bands' axis, counted in bands from the first band's
+ * centre (a category scale's units: band i spans i − 0.5 to i + 0.5), so 0.9 is the edge
+ * between the 0.8–0.9 and 0.9–1.0 bands.
+ */
+export function thresholdAt(minConfidence: number): number {
+  return Math.min(1, Math.max(0, minConfidence)) * 10 - 0.5;
+}
+
+/** The line's label on the chart: "threshold 0.90", "(off)" while the channel does not send. */
+export function thresholdLabel(t: Threshold): string {
+  return `threshold ${t.min_confidence.toFixed(2)}${t.enabled ? "" : " (off)"}`;
+}
+
+/** Whether a band's drafts are at or above the threshold: all of them, none, or some. */
+export function bandAgainst(band: Band, t: Threshold): "yes" | "no" | "in part" {
+  if (band.from >= t.min_confidence - 1e-9) return "yes";
+  if (band.from + 0.1 <= t.min_confidence + 1e-9) return "no";
+  return "in part";
 }
 
 /** "At 0.90 on slack, 3 of these drafts would have been sent by the autopilot, of which 2
- * were changed by an expert", one per channel of the org's policy. */
+ * were changed by an expert." */
+export function thresholdSentence(t: Threshold): string {
+  return `At ${t.min_confidence.toFixed(2)} on ${t.channel}${t.enabled ? "" : " (off now)"}, ${t.would_send} of these drafts would have been sent by the autopilot, of which ${t.changed} ${t.changed === 1 ? "was" : "were"} changed by an expert.`;
+}
+
+/** One sentence per channel of the org's policy. */
 export function thresholdSentences(m: Metrics): string[] {
-  return m.autopilot.map(
-    (t) =>
-      `At ${t.min_confidence.toFixed(2)} on ${t.channel}${t.enabled ? "" : " (off now)"}, ${t.would_send} of these drafts would have been sent by the autopilot, of which ${t.changed} ${t.changed === 1 ? "was" : "were"} changed by an expert.`,
-  );
+  return m.autopilot.map(thresholdSentence);
+}
+
+export type Policy = Schemas["Policy"];
+export type ChannelRule = Schemas["ChannelPolicy"];
+
+/** A threshold typed on the page: its value, or why it cannot be saved. */
+export function thresholdValue(text: string): { value: number } | { problem: string } {
+  const value = Number(text.trim());
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0 || value > 1) {
+    return { problem: "The threshold is the agent's confidence a draft needs, from 0 to 1 (e.g. 0.85)." };
+  }
+  return { value };
+}
+
+/** A hold typed on the page, in seconds: its value, or why it cannot be saved. */
+export function holdValue(text: string): { value: number } | { problem: string } {
+  const value = Number(text.trim());
+  if (text.trim() === "" || !Number.isInteger(value) || value < 10 || value > 3600) {
+    return { problem: "The hold is a whole number of seconds from 10 to 3600, during which an expert can stop the draft." };
+  }
+  return { value };
+}
+
+/**
+ * The policy with `channel`'s rule replaced, everything else kept. Turning a channel on
+ * turns the org's switch on too (the header's Pause turns it off again); turning it off
+ * leaves the org's switch as it was.
+ */
+export function withChannelRule(policy: Policy, channel: Channel, rule: ChannelRule): Policy {
+  return {
+    ...policy,
+    enabled: rule.enabled ? true : (policy.enabled ?? false),
+    channels: { ...policy.channels, [channel]: rule },
+  };
+}
+
+/** The channels whose drafts can send themselves under `policy`, in the reports' order. */
+export function sendingChannels(policy: Policy): Channel[] {
+  if (!policy.enabled) return [];
+  const channels = policy.channels ?? {};
+  return inChannelOrder(Object.keys(channels)).filter((c): c is Channel => channels[c as Channel]?.enabled === true);
 }

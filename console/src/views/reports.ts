@@ -1,6 +1,7 @@
 // `#/reports`, for an org's admins: charts of the org's activity over a range of days
 // (messages per channel, time to first reply, SLA met, what replies were made of, releases
-// per expert), the org's SLA setting, and the reports the scheduler wrote.
+// per expert, and per channel the autopilot's calibration with the org's threshold drawn on
+// it), the org's SLA setting, and the reports the scheduler wrote.
 //
 // Charts are Chart.js on canvas, registered piece by piece so the bundle carries only what
 // is drawn. It fits the CSP: no <style> element and no data: URL; it sizes the canvas
@@ -20,17 +21,21 @@ import {
   LineController,
   LineElement,
   LinearScale,
+  type Plugin,
   PointElement,
   Tooltip,
 } from "chart.js";
 import { ApiError } from "../api";
 import { h, mount } from "../dom";
-import { reports } from "../endpoints";
+import { autopilot, reports } from "../endpoints";
 import { CHANNEL_LABEL, clock } from "../format";
 import {
+  type ChannelCalibration,
   type Metrics,
+  type Policy,
   REPLY_LABEL,
-  calibrationBars,
+  bandAgainst,
+  calibrationByChannel,
   dayLabel,
   daysBetween,
   defaultRange,
@@ -40,8 +45,14 @@ import {
   rangeProblem,
   replyShares,
   seconds,
+  holdValue,
+  sendingChannels,
   slaMet,
-  thresholdSentences,
+  thresholdAt,
+  thresholdLabel,
+  thresholdSentence,
+  thresholdValue,
+  withChannelRule,
 } from "../reports";
 import type { Channel, Schemas } from "../types";
 
@@ -117,7 +128,7 @@ const common = {
   plugins: { legend: { position: "bottom" as const } },
 };
 
-function charts_(m: Metrics): HTMLElement[] {
+function charts_(m: Metrics, autopilotForm: AutopilotForm): HTMLElement[] {
   const days = daysBetween(m.from, m.to);
   const labels = days.map(dayLabel);
   const perChannel = messagesPerChannel(m, days);
@@ -241,34 +252,214 @@ function charts_(m: Metrics): HTMLElement[] {
             options: { ...common, indexAxis: "y" as const, plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } } },
           }),
   );
-  const bars = calibrationBars(m);
-  const sentences = thresholdSentences(m);
-  const calibrationFig = figure(
-    "chart-calibration",
-    "Autopilot calibration: what experts did with drafts, by confidence",
-    [bars.length === 0 ? "No draft was released or replaced in this range." : `${bars.length} confidence bands with drafts.`, ...sentences].join(" "),
+  const calibration = calibrationByChannel(m).map((c) => calibrationFigure(c, channelName(c.channel), autopilotForm));
+  if (calibration.length === 0) {
+    calibration.push(
+      figure(
+        "chart-calibration",
+        "Autopilot calibration",
+        "No draft was released or replaced in this range, and the autopilot has no threshold on any channel.",
+        table("Drafts per confidence band", ["Band", "Sent unchanged", "Edited", "Replaced"], []),
+        () => null,
+      ),
+    );
+  }
+  return [messages, firstReplyFig, slaFig, sharesFig, expertsFig, ...calibration];
+}
+
+/** The threshold's line and label; not one of the bar colours, so it reads as a rule, not data. */
+const THRESHOLD_COLOUR = "#1b1b1b";
+
+/** Where the threshold's line is drawn, and its label; null: no line. */
+type Line = { at: number; label: string } | null;
+
+/**
+ * Draws the threshold across the chart at its place on the confidence axis, with its label:
+ * the org's, or the one an admin is typing. Chart.js draws nothing at an x value by itself;
+ * the annotation plugin would be a dependency for one line.
+ */
+function thresholdLine(line: () => Line): Plugin<"bar"> {
+  return {
+    id: "threshold",
+    afterDatasetsDraw(chart) {
+      const shown = line();
+      if (!shown) return;
+      const { ctx, chartArea } = chart;
+      // Whole pixels and an even width: the line is crisp, two device pixels of one colour.
+      const x = Math.round(chart.scales.x.getPixelForValue(shown.at));
+      ctx.save();
+      ctx.strokeStyle = THRESHOLD_COLOUR;
+      ctx.fillStyle = THRESHOLD_COLOUR;
+      ctx.lineWidth = 2;
+      ctx.setLineDash([6, 3]);
+      ctx.beginPath();
+      ctx.moveTo(x, chartArea.top);
+      ctx.lineTo(x, chartArea.bottom);
+      ctx.stroke();
+      ctx.font = "12px system-ui, sans-serif";
+      ctx.textBaseline = "top";
+      // Beside the line, on the side with room for the text.
+      const right = x + 4 + ctx.measureText(shown.label).width <= chartArea.right;
+      ctx.textAlign = right ? "left" : "right";
+      ctx.fillText(shown.label, right ? x + 4 : x - 4, chartArea.top + 2);
+      ctx.restore();
+    },
+  };
+}
+
+/** What a calibration chart's threshold form needs from the page. */
+type AutopilotForm = {
+  orgId: string;
+  /** The org's policy as GET /orgs/{id}/autopilot gave it (null: it could not be read). */
+  policy: Policy | null;
+  /** After a save: says `message` where it outlives the charts, and draws them again. */
+  saved: (message: string) => void;
+};
+
+/**
+ * One channel's calibration: what experts did with its drafts per confidence band, and the
+ * org's threshold for it drawn as a line. The summary (the canvas's text) and the table say
+ * where the line is and what it would have sent, for those who cannot see the chart.
+ */
+function calibrationFigure(c: ChannelCalibration, name: string, form: AutopilotForm): HTMLElement {
+  const t = c.threshold;
+  const saved: Line = t ? { at: thresholdAt(t.min_confidence), label: thresholdLabel(t) } : null;
+  let line = saved;
+  let chart: Chart | null = null;
+  const withDrafts = c.bands.filter((b) => b.unchanged + b.edited + b.replaced > 0).length;
+  const summary = [
+    c.drafts === 0
+      ? `No ${name} draft was released or replaced in this range.`
+      : `${c.drafts} ${name} draft${c.drafts === 1 ? "" : "s"} in ${withDrafts} confidence band${withDrafts === 1 ? "" : "s"}.`,
+    t
+      ? `The dashed line marks the org's threshold for ${name}, ${t.min_confidence.toFixed(2)}${t.enabled ? "" : ", off now"}: drafts at or right of it would send themselves. ${thresholdSentence(t)}`
+      : `The autopilot has no threshold for ${name}: its drafts always wait for an expert.`,
+  ].join(" ");
+  const head = ["Band", "Sent unchanged", "Edited", "Replaced", "Median edit"];
+  if (t) head.push(`At or above ${t.min_confidence.toFixed(2)}`);
+  const fig = figure(
+    `chart-calibration-${c.channel}`,
+    `Autopilot calibration on ${name}: what experts did with drafts, by confidence`,
+    summary,
     table(
-      "Drafts per confidence band",
-      ["Band", "Sent unchanged", "Edited", "Replaced", "Median edit"],
-      bars.map((b) => [b.label, b.unchanged, b.edited, b.replaced, b.medianEdit === null ? "—" : `${b.medianEdit}% of the words`]),
+      `${name} drafts per confidence band`,
+      head,
+      c.bands.map((b) => {
+        const row: (string | number)[] = [b.label, b.unchanged, b.edited, b.replaced, b.medianEdit === null ? "—" : `${b.medianEdit}% of the words`];
+        if (t) row.push(bandAgainst(b, t));
+        return row;
+      }),
     ),
     (canvas) =>
-      bars.length === 0
-        ? null
-        : new Chart(canvas, {
-            type: "bar",
-            data: {
-              labels: bars.map((b) => b.label),
-              datasets: [
-                { label: "Sent unchanged", data: bars.map((b) => b.unchanged), backgroundColor: COLOURS[0] },
-                { label: "Edited", data: bars.map((b) => b.edited), backgroundColor: COLOURS[1] },
-                { label: "Replaced", data: bars.map((b) => b.replaced), backgroundColor: COLOURS[2] },
-              ],
-            },
-            options: { ...common, scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, ticks: { precision: 0 } } } },
-          }),
+      (chart = new Chart(canvas, {
+        type: "bar",
+        data: {
+          labels: c.bands.map((b) => b.label),
+          datasets: [
+            { label: "Sent unchanged", data: c.bands.map((b) => b.unchanged), backgroundColor: COLOURS[0] },
+            { label: "Edited", data: c.bands.map((b) => b.edited), backgroundColor: COLOURS[1] },
+            { label: "Replaced", data: c.bands.map((b) => b.replaced), backgroundColor: COLOURS[2] },
+          ],
+        },
+        options: {
+          ...common,
+          scales: {
+            x: { stacked: true, title: { display: true, text: "agent's confidence" } },
+            y: { stacked: true, beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "drafts" } },
+          },
+        },
+        plugins: [thresholdLine(() => line)],
+      })),
   );
-  return [messages, firstReplyFig, slaFig, sharesFig, expertsFig, calibrationFig];
+  const preview = (value: number | null) => {
+    line = value === null ? saved : { at: thresholdAt(value), label: `threshold ${value.toFixed(2)} (not saved)` };
+    chart?.draw();
+  };
+  fig.querySelector(".chart-box")?.after(thresholdForm(c, name, form, preview));
+  return fig;
+}
+
+/**
+ * The channel's rule, set beside its chart: the threshold (the line follows what is typed,
+ * so it is chosen against the bars), whether the channel sends itself, and the hold. The
+ * save reads the policy again and changes only this channel's rule (and, turning it on,
+ * the org's switch).
+ */
+function thresholdForm(c: ChannelCalibration, name: string, form: AutopilotForm, preview: (value: number | null) => void): HTMLElement {
+  const channel = c.channel as Channel;
+  const id = (what: string) => `autopilot-${what}-${c.channel}`;
+  const rule = form.policy?.channels?.[channel] ?? null;
+  const note = h("p", { class: "status-line", id: id("note"), role: "status" });
+  const error = h("p", { class: "form-error", id: id("error"), role: "alert" });
+  const threshold = h("input", {
+    id: id("threshold"),
+    type: "number",
+    min: "0",
+    max: "1",
+    step: "0.01",
+    required: true,
+    value: (rule?.min_confidence ?? c.threshold?.min_confidence ?? 0.9).toFixed(2),
+    "aria-describedby": id("note"),
+    on: {
+      input: () => {
+        const v = thresholdValue(threshold.value);
+        preview("value" in v ? v.value : null);
+        note.textContent = "value" in v ? `The line shows ${v.value.toFixed(2)}; not saved yet.` : "";
+      },
+    },
+  });
+  const on = h("input", { id: id("on"), type: "checkbox", checked: rule?.enabled ?? false });
+  const hold = h("input", { id: id("hold"), type: "number", min: "10", max: "3600", step: "1", required: true, value: String(rule?.hold_secs ?? 60) });
+  const save = h("button", { type: "submit", text: "Save" });
+  return h(
+    "form",
+    {
+      class: "threshold-form",
+      "aria-label": `The autopilot on ${name}`,
+      novalidate: true,
+      on: {
+        submit: (e) => {
+          e.preventDefault();
+          const min = thresholdValue(threshold.value);
+          const secs = holdValue(hold.value);
+          threshold.setAttribute("aria-invalid", String("problem" in min));
+          hold.setAttribute("aria-invalid", String("problem" in secs));
+          if ("problem" in min || "problem" in secs) {
+            error.textContent = ["problem" in min ? min.problem : "", "problem" in secs ? secs.problem : ""].filter(Boolean).join(" ");
+            return;
+          }
+          error.textContent = "";
+          save.disabled = true;
+          note.textContent = "Saving…";
+          void (async () => {
+            try {
+              const now = await autopilot.get(form.orgId);
+              const next = await autopilot.set(form.orgId, withChannelRule(now, channel, { enabled: on.checked, min_confidence: min.value, hold_secs: secs.value }));
+              const others = sendingChannels(next).filter((x) => x !== channel).map((x) => CHANNEL_LABEL[x] ?? x);
+              form.saved(
+                on.checked
+                  ? `Saved: ${name} drafts at ${min.value.toFixed(2)} or above send themselves after ${secs.value} s unless an expert stops them.${others.length ? ` Also sending themselves: ${others.join(", ")}.` : ""}`
+                  : `Saved: ${name} drafts wait for an expert; the threshold ${min.value.toFixed(2)} is kept for when it is turned on.`,
+              );
+            } catch (err) {
+              note.textContent = "";
+              error.textContent = `Could not save: ${err instanceof ApiError ? err.message : "the server did not answer"}.`;
+            } finally {
+              save.disabled = false;
+            }
+          })();
+        },
+      },
+    },
+    h("label", { for: id("threshold"), text: "Threshold" }),
+    threshold,
+    h("span", { class: "check" }, on, h("label", { for: id("on"), text: `${name} drafts send themselves` })),
+    h("label", { for: id("hold"), text: "Hold (seconds)" }),
+    hold,
+    save,
+    note,
+    error,
+  );
 }
 
 /** Seconds on the axis while every wait is under two minutes, else minutes. */
@@ -361,6 +552,8 @@ export function reportsScreen(root: HTMLElement, orgId: string): void {
   const from = h("input", { id: "report-from", type: "date", value: initial.from, max: initial.to, required: true });
   const to = h("input", { id: "report-to", type: "date", value: initial.to, max: initial.to, required: true });
   const status = h("p", { role: "status", class: "status-line" });
+  // Outside the charts, which a save draws again.
+  const autopilotNote = h("p", { role: "status", class: "status-line", id: "autopilot-saved" });
   const rangeError = h("p", { class: "form-error", id: "report-range-error", role: "alert" });
   const body = h("div", { class: "report-charts", "aria-live": "off" });
   const settings = h("div", { class: "report-settings" });
@@ -376,11 +569,18 @@ export function reportsScreen(root: HTMLElement, orgId: string): void {
     const mine = ++seq;
     status.textContent = "Loading…";
     try {
-      const m = await reports.metrics({ org_id: orgId, from: from.value, to: to.value });
+      const [m, policy] = await Promise.all([
+        reports.metrics({ org_id: orgId, from: from.value, to: to.value }),
+        autopilot.get(orgId).catch(() => null),
+      ]);
       if (mine !== seq) return;
       clearCharts();
       status.textContent = `${dayLabel(m.from)} to ${dayLabel(m.to)}, days in ${m.time_zone}.`;
-      mount(body, charts_(m));
+      const saved = (message: string) => {
+        autopilotNote.textContent = message;
+        void load();
+      };
+      mount(body, charts_(m, { orgId, policy, saved }));
       mount(settings, slaForm(orgId, m.sla_minutes, () => void load()));
     } catch (e) {
       if (mine !== seq) return;
@@ -400,6 +600,7 @@ export function reportsScreen(root: HTMLElement, orgId: string): void {
       on: {
         submit: (e) => {
           e.preventDefault();
+          autopilotNote.textContent = "";
           void load();
         },
       },
@@ -413,7 +614,7 @@ export function reportsScreen(root: HTMLElement, orgId: string): void {
   );
   mount(
     root,
-    h("section", { class: "admin reports", "aria-labelledby": "reports-title" }, h("h2", { id: "reports-title", text: "Reports" }), form, status, settings, body),
+    h("section", { class: "admin reports", "aria-labelledby": "reports-title" }, h("h2", { id: "reports-title", text: "Reports" }), form, status, settings, autopilotNote, body),
     scheduled,
   );
   void load();

@@ -86,6 +86,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
             db: db.clone(),
             jobs: SCHEDULED_JOBS.to_vec(),
             keep: config.scheduler.history,
+            keep_runs: config.scheduler.history_runs,
         }),
         Arc::new(switchboard_flows::autopilot::AutopilotSend {
             deps: flows.clone(),

@@ -115,6 +115,9 @@ fn bounds(c: &Config, broken: &mut Vec<String>) {
     // history shorter than the jobs' own slots forgets what it is there to remember.
     at_least!(broken, c.http.idempotency_ttl, secs(24 * 3600));
     at_least!(broken, c.scheduler.history, secs(3600));
+    // A slot's row is the lock that keeps it from running twice; the count keeps it long
+    // after its pod could still claim it.
+    at_least!(broken, c.scheduler.history_runs, 60);
     at_least!(broken, c.alerts.window, secs(1));
 }
 
@@ -253,6 +256,11 @@ mod tests {
                 "SCHEDULER_HISTORY_HOURS",
                 "0",
                 "SCHEDULER_HISTORY_HOURS must be at least 1",
+            ),
+            (
+                "SCHEDULER_HISTORY_RUNS",
+                "59",
+                "SCHEDULER_HISTORY_RUNS must be at least 60 (it is 59)",
             ),
             (
                 "SCHEDULER_LEASE_MS",

@@ -308,6 +308,9 @@ settings! {
             lease: Duration = Millis("SCHEDULER_LEASE_MS"),
             /// How long `cron_runs` rows (and alert claims) are kept.
             history: Duration = Hours("SCHEDULER_HISTORY_HOURS"),
+            /// Most successful runs kept per job within the history (a job on a schedule of
+            /// seconds keeps only its latest), so no schedule grows `cron_runs` past this.
+            history_runs: i64 = Value("SCHEDULER_HISTORY_RUNS"),
             /// Jobs (comma separated) that do not run their latest missed slot at start-up;
             /// every other job does.
             skip_missed: String = Text("SCHEDULER_SKIP_MISSED"),

@@ -169,7 +169,7 @@ async fn change(
     next: impl FnOnce(Policy) -> Policy,
 ) -> Result<Policy, PolicyError> {
     let mut tx = deps.db.begin().await?;
-    let before = orgs::lock_autopilot(&mut tx, org_id)
+    let before = orgs::autopilot(&mut *tx, org_id, orgs::Lock::ForUpdate)
         .await?
         .ok_or(PolicyError::NotFound)?;
     let after = next(before.clone());
@@ -265,7 +265,8 @@ impl AutopilotSend {
             let cap = match caps.get(&due.org_id) {
                 Some(cap) => *cap,
                 None => {
-                    let policy = orgs::autopilot(&deps.db, due.org_id).await?;
+                    let policy =
+                        orgs::autopilot(&deps.db, due.org_id, orgs::Lock::Unlocked).await?;
                     let cap = policy.and_then(|p| p.max_per_hour);
                     caps.insert(due.org_id, cap);
                     cap

@@ -152,13 +152,31 @@ pub async fn abandon_expired(pool: &PgPool, jobs: &[&str]) -> Result<Vec<Held>, 
     .await?)
 }
 
-/// Deletes `job`'s runs older than `keep` (finished or not); returns how many went.
-pub async fn prune(pool: &PgPool, job: &str, keep: Duration) -> Result<u64, StoreError> {
+/// Deletes `job`'s runs older than `keep` (finished or not), and its successful runs beyond
+/// the newest `keep_runs` of them; returns how many went.
+///
+/// The count bounds the rows of a job that runs every few seconds (`autopilot-send` writes
+/// 43 200 a day) whatever `keep` is, while failed and abandoned runs stay for the whole
+/// `keep`. Deleting an old slot's row cannot let it run again: a pod claims only the latest
+/// slot of a schedule (or, at start-up, the latest missed one), never one that `keep_runs`
+/// newer runs have followed.
+pub async fn prune(
+    pool: &PgPool,
+    job: &str,
+    keep: Duration,
+    keep_runs: i64,
+) -> Result<u64, StoreError> {
     Ok(sqlx::query(
-        "DELETE FROM cron_runs WHERE job = $1 AND slot < now() - make_interval(secs => $2)",
+        "DELETE FROM cron_runs
+         WHERE job = $1
+           AND (slot < now() - make_interval(secs => $2)
+                OR (status = 'ok'
+                    AND slot <= (SELECT slot FROM cron_runs WHERE job = $1 AND status = 'ok'
+                                 ORDER BY slot DESC OFFSET $3 LIMIT 1)))",
     )
     .bind(job)
     .bind(secs(keep))
+    .bind(keep_runs)
     .execute(pool)
     .await?
     .rows_affected())

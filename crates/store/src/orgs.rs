@@ -127,30 +127,29 @@ pub async fn account_manager(pool: &PgPool, id: Uuid) -> Result<Option<String>, 
     )
 }
 
+/// Whether a read of an org's row locks it until the transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// A plain read: what is committed now.
+    Unlocked,
+    /// `FOR UPDATE`: for a change that records what it replaced, so that two changes at once
+    /// each see the other's result and neither's "before" is lost.
+    ForUpdate,
+}
+
 /// The org's autopilot policy: `None` for no such org; a policy never set reads as the
 /// default (off).
 pub async fn autopilot<'e>(
     db: impl sqlx::PgExecutor<'e>,
     id: Uuid,
+    lock: Lock,
 ) -> Result<Option<Policy>, StoreError> {
+    let sql = match lock {
+        Lock::Unlocked => "SELECT autopilot FROM orgs WHERE id = $1",
+        Lock::ForUpdate => "SELECT autopilot FROM orgs WHERE id = $1 FOR UPDATE",
+    };
     let row: Option<(Option<Json<Policy>>,)> =
-        sqlx::query_as("SELECT autopilot FROM orgs WHERE id = $1")
-            .bind(id)
-            .fetch_optional(db)
-            .await?;
-    Ok(row.map(|(p,)| p.map(|Json(p)| p).unwrap_or_default()))
-}
-
-/// The policy, locked until the transaction ends, for a change that records what it replaced.
-pub async fn lock_autopilot(
-    tx: &mut sqlx::PgConnection,
-    id: Uuid,
-) -> Result<Option<Policy>, StoreError> {
-    let row: Option<(Option<Json<Policy>>,)> =
-        sqlx::query_as("SELECT autopilot FROM orgs WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(tx)
-            .await?;
+        sqlx::query_as(sql).bind(id).fetch_optional(db).await?;
     Ok(row.map(|(p,)| p.map(|Json(p)| p).unwrap_or_default()))
 }
 

@@ -56,7 +56,7 @@ async fn show(
     Path(org_id): Path<Uuid>,
 ) -> ApiResult<Json<Policy>> {
     caller.require_admin(org_id)?;
-    let policy = orgs::autopilot(&state.db, org_id)
+    let policy = orgs::autopilot(&state.db, org_id, orgs::Lock::Unlocked)
         .await?
         .ok_or_else(|| ApiError::not_found("org"))?;
     Ok(Json(policy))

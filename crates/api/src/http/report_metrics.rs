@@ -169,7 +169,7 @@ async fn metrics(
     let (m, handled, policy) = futures::try_join!(
         report_metrics::metrics(&state.db, range),
         report_metrics::handled_drafts(&state.db, range),
-        orgs::autopilot(&state.db, q.org_id),
+        orgs::autopilot(&state.db, q.org_id, orgs::Lock::Unlocked),
     )?;
     let policy = policy.unwrap_or_default();
     Ok(Json(MetricsView {

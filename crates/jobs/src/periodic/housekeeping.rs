@@ -1,6 +1,7 @@
 //! The scheduler's and the queues' own housekeeping, each a scheduled job:
 //! `queue-upkeep` (finished jobs vacuumed, gone workers forgotten, for both queues) and
-//! `scheduler-prune` (old `cron_runs` rows and alert claims deleted).
+//! `scheduler-prune` (old `cron_runs` rows, successful runs beyond each job's newest
+//! `SCHEDULER_HISTORY_RUNS`, and alert claims deleted).
 //!
 //! The queues' promoter stays a plain 100 ms timer on every pod (`upkeep::spawn_promoter`):
 //! it is not work to do once per slot but the hand-off that lets each pod's workers see due
@@ -46,7 +47,9 @@ impl Job for QueueUpkeep {
     }
 }
 
-/// Deletes `cron_runs` rows and alert claims older than the history to keep.
+/// Deletes `cron_runs` rows and alert claims older than the history to keep, and each job's
+/// successful runs beyond its newest `keep_runs`, so that a job on a schedule of seconds
+/// keeps as many rows as one that runs every minute.
 pub struct SchedulerPrune {
     /// Postgres.
     pub db: PgPool,
@@ -54,6 +57,8 @@ pub struct SchedulerPrune {
     pub jobs: Vec<&'static str>,
     /// How long runs are kept.
     pub keep: Duration,
+    /// Most successful runs kept per job.
+    pub keep_runs: i64,
 }
 
 #[async_trait]
@@ -65,7 +70,7 @@ impl Job for SchedulerPrune {
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
         let mut runs = 0;
         for job in &self.jobs {
-            runs += cron_runs::prune(&self.db, job, self.keep).await?;
+            runs += cron_runs::prune(&self.db, job, self.keep, self.keep_runs).await?;
         }
         let alerts = alert_claims::prune(&self.db, self.keep).await?;
         let incidents = alert_incidents::prune(&self.db, INCIDENTS_KEPT).await?;

@@ -1,5 +1,6 @@
 //! The scheduler across pods (AA2): every job once per slot with three pods on one-second
-//! schedules, snoozed items resurfacing exactly once, and reports in the org's time zone.
+//! schedules, snoozed items resurfacing exactly once, reports in the org's time zone, and a
+//! run history that a job on a schedule of seconds does not grow without bound.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -213,6 +214,90 @@ async fn a_snoozed_item_comes_due_once_with_three_pods() {
         "no report job ran: {body}"
     );
     pool.close().await;
+    app.stop().await;
+}
+
+/// `autopilot-send` runs every 2 s: `scheduler-prune` keeps its newest
+/// `SCHEDULER_HISTORY_RUNS` successful runs rather than a day of them (43 200), keeps its
+/// failures for the whole history, and leaves a job with fewer runs alone.
+#[tokio::test]
+async fn pruning_keeps_a_frequent_jobs_newest_runs_and_its_failures() {
+    let db = TestDb::fresh().await;
+    let pool = db.pool().await;
+    let now: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT date_trunc('second', now())")
+            .fetch_one(&pool)
+            .await
+            .expect("now");
+    // 3 000 runs two seconds apart (the last 100 minutes), a failure older than all of them
+    // but inside the history, one past the history, and 100 runs of a per-minute job.
+    sqlx::query(
+        "INSERT INTO cron_runs (job, slot, pod_id, status)
+         SELECT 'autopilot-send', $1 - make_interval(secs => 2 * k), 'gone-pod', 'ok'
+           FROM generate_series(1, 3000) k
+         UNION ALL VALUES ('autopilot-send', $1 - interval '3 hours', 'gone-pod', 'failed'),
+                          ('autopilot-send', $1 - interval '2 days', 'gone-pod', 'failed')
+         UNION ALL
+         SELECT 'snooze-resurface', $1 - make_interval(mins => k), 'gone-pod', 'ok'
+           FROM generate_series(1, 100) k",
+    )
+    .bind(now)
+    .execute(&pool)
+    .await
+    .expect("seed runs");
+    pool.close().await;
+    let app = only_every_second("scheduler-prune")
+        .env("SCHEDULER_HISTORY_RUNS", "1000")
+        .db(db)
+        .build()
+        .await;
+    let db = &app.db;
+    let ok = "SELECT count(*) FROM cron_runs WHERE job = 'autopilot-send' AND status = 'ok'";
+    assert_eq!(db.wait_for_count(ok, 1000).await, 1000);
+    let (newest, oldest): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) = {
+        let pool = db.pool().await;
+        let range = sqlx::query_as(
+            "SELECT max(slot), min(slot) FROM cron_runs WHERE job = 'autopilot-send' AND status = 'ok'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("kept runs");
+        pool.close().await;
+        range
+    };
+    assert_eq!(
+        newest,
+        now - chrono::Duration::seconds(2),
+        "the newest run is kept"
+    );
+    assert_eq!(
+        oldest,
+        now - chrono::Duration::seconds(2000),
+        "and the 999 before it"
+    );
+    let failures =
+        "SELECT count(*) FROM cron_runs WHERE job = 'autopilot-send' AND status = 'failed'";
+    assert_eq!(
+        db.count(failures).await,
+        1,
+        "a failure inside the history stays"
+    );
+    let minutely = "SELECT count(*) FROM cron_runs WHERE job = 'snooze-resurface'";
+    assert_eq!(
+        db.count(minutely).await,
+        100,
+        "a job under the cap keeps its history"
+    );
+    // One run deleted the 2 000 extra runs and the old failure; later runs delete nothing.
+    assert!(db.wait_for_job_runs("scheduler-prune", 2).await >= 2);
+    assert_eq!(db.count(ok).await, 1000);
+    let deleted: i64 = db
+        .scalar(
+            "SELECT max((detail->>'runs_deleted')::bigint) FROM cron_runs
+             WHERE job = 'scheduler-prune' AND status = 'ok'",
+        )
+        .await;
+    assert_eq!(deleted, 2001);
     app.stop().await;
 }
 
