@@ -144,7 +144,9 @@ enum Unsendable {
     #[error("the {0} connection this reply leaves through was deleted")]
     ConnectionGone(ChannelKind),
     #[error(
-        "the {channel} connection's secrets cannot be read with the configured MASTER_ENCRYPTION_KEY or MASTER_ENCRYPTION_KEYS ({why}); add the key back (after the first) or re-enter the connection's secrets, then retry this dead letter"
+        "the {channel} connection's secrets cannot be read with the configured MASTER_ENCRYPTION_KEY or \
+         MASTER_ENCRYPTION_KEYS ({why}); add the key back (after the first) or re-enter the connection's secrets, \
+         then retry this dead letter"
     )]
     Undecryptable {
         channel: ChannelKind,
