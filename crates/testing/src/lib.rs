@@ -25,7 +25,7 @@ pub use app::{TestApp, TestAppBuilder};
 pub use fake_smtp::FakeSmtp;
 pub use fakes::{Call, Provider};
 pub use load::Load;
-pub use pod::{Endpoint, TestPod};
+pub use pod::{Endpoint, Forwarded, TestPod};
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
 pub use rows::{Delivery, delivery, wait_outbox};
