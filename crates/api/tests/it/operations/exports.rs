@@ -43,11 +43,7 @@ async fn customer_with_history(app: &TestApp, org: &Org) -> (Uuid, Uuid) {
 
 #[tokio::test]
 async fn a_customers_export_holds_everything_about_them_as_json_or_ndjson() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let (customer, conversation) = customer_with_history(&app, &org).await;
     let path = format!("/customers/{customer}/export");
@@ -128,11 +124,7 @@ async fn a_customers_export_holds_everything_about_them_as_json_or_ndjson() {
 
 #[tokio::test]
 async fn exports_and_the_audit_log_are_for_the_orgs_admins_only() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let (customer, _) = customer_with_history(&app, &org).await;
     let expert = app.member(Some(org.id), Role::Expert).await;
@@ -189,11 +181,7 @@ async fn exports_and_the_audit_log_are_for_the_orgs_admins_only() {
 
 #[tokio::test]
 async fn the_audit_log_pages_filters_and_streams_as_csv_and_ndjson() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     customer_with_history(&app, &org).await;
     let admin = app.pod(0).as_user(&org.token);
@@ -298,11 +286,7 @@ fn peak_rss_kb() -> u64 {
 
 #[tokio::test]
 async fn the_export_of_a_customer_with_100_000_messages_streams_in_bounded_memory() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let (customer, conversation) = customer_with_history(&app, &org).await;
     // 100 000 messages of about 1 kB each: some 100 MB of export.

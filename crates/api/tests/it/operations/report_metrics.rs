@@ -256,11 +256,7 @@ async fn report_metrics_are_for_the_orgs_admins_and_refuse_bad_ranges() {
 
 #[tokio::test]
 async fn report_metrics_sla_minutes_set_the_deadline_of_new_items() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let expert = app.member(Some(org.id), Role::Expert).await;
     let admin = || app.pod(0).as_user(&org.token);
