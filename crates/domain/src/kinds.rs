@@ -275,8 +275,8 @@ impl FromStr for Role {
     }
 }
 
-/// An expert-queue item's state (`queue_status`). The transitions between them are
-/// [`crate::queue_state::Transition`]'s table.
+/// An expert-queue item's state (`queue_status`). The transitions between them are listed
+/// in docs/ARCHITECTURE.md ("The queue item's state machine").
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
 )]
