@@ -16,7 +16,7 @@ use switchboard_jobs::alerts::AlertKind;
 use switchboard_jobs::periodic::agent_health;
 use switchboard_jobs::queue::QueueRef;
 use switchboard_jobs::queue::upkeep;
-use switchboard_store::{StoreError, failures};
+use switchboard_store::{StoreError, dead_letters};
 
 /// How often Postgres is asked for failed and dead work.
 const FAILURES_EVERY: Duration = Duration::from_secs(15);
@@ -40,7 +40,7 @@ async fn sample_queue(queue: &QueueRef) -> Option<usize> {
     Some(depth.total())
 }
 
-fn set_failures(f: failures::Failures) {
+fn set_failures(f: dead_letters::Failures) {
     let set = |queue: &'static str, state: &'static str, n: i64| {
         metrics::gauge!("queue_jobs", "queue" => queue, "state" => state).set(n as f64);
     };
@@ -91,7 +91,7 @@ pub fn spawn(state: AppState) {
         move || {
             let db = state.db.clone();
             async move {
-                set_failures(failures::failures(&db).await?);
+                set_failures(dead_letters::failures(&db).await?);
                 Ok::<(), StoreError>(())
             }
         },

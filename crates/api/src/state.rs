@@ -93,7 +93,7 @@ pub struct AppStateInner {
     /// Alerts, raised once per window across pods.
     pub alerts: switchboard_jobs::alerts::Alerts,
     /// The system mailer (invitations, password resets); may be unconfigured.
-    pub mailer: switchboard_channels::mail::Mailer,
+    pub mailer: switchboard_channels::system_mail::Mailer,
     /// Whether the pod can do its Redis work (scripts, pipelines, worker registration).
     pub redis_work: switchboard_jobs::redis_check::RedisWork,
     /// `/ready`'s last answer, served again for a second.

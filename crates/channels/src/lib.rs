@@ -14,9 +14,6 @@ pub mod system_mail;
 pub mod telegram;
 pub mod whatsapp;
 
-/// [`system_mail`], by the shorter name the other crates use.
-pub use system_mail as mail;
-
 #[cfg(test)]
 mod new_channel;
 #[cfg(test)]

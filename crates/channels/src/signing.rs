@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn slack_signature_matches_slacks_documented_example() {
         // https://api.slack.com/authentication/verifying-requests-from-slack
-        let body = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c".to_vec();
+        let body = crate::test_support::SLACK_DOCS_BODY.as_bytes().to_vec();
         let signed = slack("8f742231b10e8888abcd99yyyzzz85a5", 1531420618, body);
         assert_eq!(
             header(&signed, "x-slack-signature"),

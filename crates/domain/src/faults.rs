@@ -73,7 +73,8 @@ pub struct ErasureInjected;
 /// Why `FAULT_INJECT` could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_outbox, after_events, after_commit, scheduler:<job>:hang or erasure:before_commit:hang"
+    "FAULT_INJECT must be release:<step>:fail|hang, with step one of after_transition, after_outbox, \
+     after_events, after_commit, scheduler:<job>:hang or erasure:before_commit:hang"
 )]
 pub struct BadFaultSpec;
 

@@ -13,6 +13,7 @@ pub mod jobs;
 mod kinds;
 pub mod lease;
 pub mod periodic;
+pub mod queue_state;
 pub mod slot;
 
 pub use events::{Emitter, Event, EventKind};

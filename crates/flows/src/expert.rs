@@ -7,27 +7,26 @@
 //! autopilot's release ([`autopilot_release`]) is the same path inside the transaction of
 //! `crate::autopilot`'s send.
 //!
-//! The state machine (docs/ARCHITECTURE.md draws it):
+//! Each action is a [`Transition`] of the queue item's state machine
+//! (`switchboard_domain::queue_state`, which holds the states it starts from and the one it
+//! leads to; docs/ARCHITECTURE.md draws it). Who may take it:
 //!
-//! | action   | from                                   | to              | who                         |
-//! |----------|----------------------------------------|-----------------|-----------------------------|
-//! | claim    | pending, auto_pending                  | claimed (me)    | any member; again = no-op   |
-//! | unclaim  | claimed                                | pending         | the holder, or an admin     |
-//! | assign   | pending, auto_pending, claimed         | claimed (user)  | admins; the user a member   |
-//! | release  | pending, auto_pending, claimed         | awaiting_client | not held by someone else; a draft or a body |
-//! | respond  | pending, auto_pending, claimed         | awaiting_client | not held by someone else    |
-//! | snooze   | pending, auto_pending, claimed, awaiting_client | snoozed | not held by someone else; `until` ahead |
-//! | resolve  | pending, auto_pending, claimed, awaiting_client, snoozed | resolved | not held by someone else, or an admin |
-//! | reopen   | awaiting_client, snoozed, resolved     | pending         | any member; 409 beside a newer live item |
-//! | stop     | auto_pending                           | pending         | any member                  |
-//! | (autopilot release) | auto_pending, at the version it was admitted at | awaiting_client | `autopilot-send`, at `send_at` |
+//! | action   | who                                                        |
+//! |----------|------------------------------------------------------------|
+//! | claim    | any member; again = no-op                                  |
+//! | unclaim  | the holder, or an admin                                    |
+//! | assign   | admins; the user a member                                  |
+//! | release  | not held by someone else; a draft or a body                |
+//! | respond  | not held by someone else                                   |
+//! | snooze   | not held by someone else; `until` ahead                    |
+//! | resolve  | not held by someone else, or an admin                      |
+//! | reopen   | any member; 409 beside a newer live item                   |
+//! | stop     | any member                                                 |
+//! | (autopilot sends) | `autopilot-send`, at `send_at`, at the version it was admitted at |
 //!
-//! F2 moves awaiting_client, snoozed and auto_pending back to pending when the customer
-//! writes, and awaiting_client back to pending when a draft lands for a message no released
-//! reply answers; a draft the org's autopilot admits makes the item auto_pending in the
-//! statement that stores it (`crate::autopilot`). Every expert action on an auto_pending
-//! item stops its hold, since the action leaves that state. An item found in another state answers 409 `conflict` with its `current`
-//! state, except a repeated claim by the holder (200, no change). A `CHECK` keeps
+//! Every expert action on an auto_pending item stops its hold, since the action leaves that
+//! state. An item found in another state answers 409 `conflict` with its `current` state,
+//! except a repeated claim by the holder (200, no change). A `CHECK` keeps
 //! `status = 'claimed'` and a holder together.
 //!
 //! What the expert saw is what is sent (SPEC §11): the item's `version` moves with every
@@ -49,15 +48,16 @@ use switchboard_domain::events::{
     AgentMessageSent, MessageCreated, MessageSummary, QueueItemEvent,
 };
 use switchboard_domain::faults::{Faults, Injected, Step};
+use switchboard_domain::queue_state::Transition;
 use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
-use switchboard_store::expert_queue::{self, Current, ItemRow, Refusal, Transition};
+use switchboard_store::expert_queue::{self, Change, Current, ItemRow, Refusal};
 use switchboard_store::org_members;
 use switchboard_store::outbox::{self, NewReply};
 use uuid::Uuid;
 
-use QueueStatus::{AutoPending, AwaitingClient, Claimed, Pending, Resolved, Snoozed};
+use QueueStatus::{AutoPending, Claimed};
 
 /// What an expert (or admin) asks of an item.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,29 +110,18 @@ impl Action {
         }
     }
 
-    /// The states the action may start from.
-    pub fn from(&self) -> &'static [QueueStatus] {
+    /// The arrow of the state machine the action takes.
+    pub fn transition(&self) -> Transition {
         match self {
-            Action::Claim => &[Pending, AutoPending],
-            Action::Unclaim => &[Claimed],
-            Action::Assign { .. } | Action::Release { .. } | Action::Respond { .. } => {
-                &[Pending, AutoPending, Claimed]
-            }
-            Action::Snooze { .. } => &[Pending, AutoPending, Claimed, AwaitingClient],
-            Action::Resolve => &[Pending, AutoPending, Claimed, AwaitingClient, Snoozed],
-            Action::Reopen => &[AwaitingClient, Snoozed, Resolved],
-            Action::Stop => &[AutoPending],
-        }
-    }
-
-    /// The state the action leads to.
-    pub fn to(&self) -> QueueStatus {
-        match self {
-            Action::Claim | Action::Assign { .. } => Claimed,
-            Action::Unclaim | Action::Reopen | Action::Stop => Pending,
-            Action::Release { .. } | Action::Respond { .. } => AwaitingClient,
-            Action::Snooze { .. } => Snoozed,
-            Action::Resolve => Resolved,
+            Action::Claim => Transition::Claim,
+            Action::Unclaim => Transition::Unclaim,
+            Action::Assign { .. } => Transition::Assign,
+            Action::Release { .. } => Transition::Release,
+            Action::Respond { .. } => Transition::Respond,
+            Action::Resolve => Transition::Resolve,
+            Action::Snooze { .. } => Transition::Snooze,
+            Action::Reopen => Transition::Reopen,
+            Action::Stop => Transition::Stop,
         }
     }
 }
@@ -365,14 +354,13 @@ async fn carry_out(
         _ => by.user_id(),
     };
     let needs_reply = matches!(action, Action::Release { .. } | Action::Respond { .. });
-    let transition = Transition {
+    let transition = Change {
         org_id,
         id: item_id,
-        from: match by {
-            By::Expert(_) => action.from(),
-            By::Autopilot { .. } => &[AutoPending],
+        transition: match by {
+            By::Expert(_) => action.transition(),
+            By::Autopilot { .. } => Transition::AutopilotSend,
         },
-        to: action.to(),
         holder,
         snoozed_until: match action {
             Action::Snooze { until } => Some(*until),
@@ -509,7 +497,7 @@ async fn carry_out(
 /// abort the caller's transaction, which then reads what to answer.
 async fn reopen(
     tx: &mut PgConnection,
-    transition: &Transition<'_>,
+    transition: &Change<'_>,
 ) -> Result<Option<expert_queue::Transitioned>, ActionError> {
     use sqlx::Connection;
     let mut savepoint = tx.begin().await?;
@@ -541,7 +529,7 @@ async fn reopen(
 /// is a success that changes nothing.
 async fn refused(
     tx: &mut PgConnection,
-    transition: &Transition<'_>,
+    transition: &Change<'_>,
     user_id: Option<Uuid>,
     action: &Action,
 ) -> Result<Done, ActionError> {

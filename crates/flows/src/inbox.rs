@@ -6,7 +6,7 @@ use serde_json::json;
 use switchboard_jobs::queue::InboundQueue;
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor};
-use switchboard_store::inbox_admin::{self, Replay};
+use switchboard_store::inbox::{self, Replay};
 use uuid::Uuid;
 
 /// Why a replay was refused.
@@ -31,7 +31,7 @@ pub async fn replay(
     actor: Actor<'_>,
     id: Uuid,
 ) -> Result<(), ReplayError> {
-    match inbox_admin::replay(&deps.db, id).await? {
+    match inbox::replay(&deps.db, id).await? {
         Replay::Ready => {}
         Replay::AlreadyProcessed => return Err(ReplayError::AlreadyProcessed),
         Replay::Missing => return Err(ReplayError::NotFound),

@@ -3,11 +3,14 @@
 //!
 //! A retry hands the outbox row back to the `channel-outbound` job (`status = 'retry'`, due
 //! now, a fresh round of attempts); the job records the result on all three rows (see
-//! [`crate::delivery`]). Lock order as there: outbox row, message, dead-letter row.
+//! [`crate::outbox`]). Lock order as there: outbox row, message, dead-letter row.
 //!
 //! A dead reply's alert is claimed in its own row (`alerted_at`, set by one atomic
 //! `UPDATE … WHERE alerted_at IS NULL RETURNING`) rather than in Redis: the claim must
 //! survive a Redis flush, and the row is being written anyway.
+//!
+//! [`failures`] counts failed and dead work across both queues where it is stored (the inbox
+//! and the dead letters), for the metrics sampler.
 
 use crate::StoreError;
 use chrono::{DateTime, Utc};
@@ -179,5 +182,34 @@ pub async fn claim_alerts(
     .bind(only)
     .bind(limit)
     .fetch_all(pool)
+    .await?)
+}
+
+/// Failed and dead work per queue, as Postgres (the truth) sees it: `channel-inbound` events
+/// that failed and wait for a retry, and parked ones; `channel-outbound` dead letters
+/// waiting for a retry, and dead ones.
+#[derive(Debug, Clone, Copy, Default, sqlx::FromRow)]
+pub struct Failures {
+    /// Inbound events with failed attempts, not parked.
+    pub inbound_failed: i64,
+    /// Parked inbound events.
+    pub inbound_dead: i64,
+    /// Dead letters queued for a retry.
+    pub outbound_failed: i64,
+    /// Dead replies.
+    pub outbound_dead: i64,
+}
+
+/// Counts [`Failures`] (each through a partial index, except the dead replies, which are few).
+pub async fn failures(pool: &PgPool) -> Result<Failures, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT (SELECT count(*) FROM inbound_events
+                 WHERE processed_at IS NULL AND parked_at IS NULL AND received_at IS NOT NULL
+                   AND attempts > 0) AS inbound_failed,
+                (SELECT count(*) FROM inbound_events WHERE parked_at IS NOT NULL) AS inbound_dead,
+                (SELECT count(*) FROM channel_failures WHERE status = 'queued') AS outbound_failed,
+                (SELECT count(*) FROM channel_failures WHERE status = 'dead') AS outbound_dead",
+    )
+    .fetch_one(pool)
     .await?)
 }

@@ -5,6 +5,7 @@ use crate::event_outbox::QUEUE_ITEM_PAYLOAD_SQL;
 use serde_json::Value;
 use sqlx::PgPool;
 use std::sync::LazyLock;
+use switchboard_domain::queue_state::Transition;
 use uuid::Uuid;
 
 /// A draft the org's autopilot admitted, as the draft statement needs it.
@@ -101,8 +102,7 @@ static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                                      draft_body, draft_confidence, draft_cost_usd,
                                      flagged_for_review, sla_due_at, send_at, autopilot_rule)
            SELECT i.org_id, i.conversation_id,
-                  CASE WHEN a.seen IS NULL AND a.hold IS NOT NULL THEN 'auto_pending'::queue_status
-                       ELSE 'pending'::queue_status END,
+                  {opened},
                   i.draft_id, i.message_id, i.body, i.confidence, i.cost::numeric, i.fallback,
                   now() + make_interval(mins => org.sla_minutes),
                   CASE WHEN a.seen IS NULL THEN now() + make_interval(secs => a.hold) END,
@@ -134,11 +134,7 @@ static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
                       CASE WHEN n.newer THEN EXCLUDED.draft_cost_usd
                            ELSE expert_queue.draft_cost_usd END,
                       expert_queue.flagged_for_review OR (n.newer AND EXCLUDED.flagged_for_review),
-                      CASE WHEN n.newer AND a.hold IS NOT NULL THEN 'auto_pending'::queue_status
-                           WHEN expert_queue.status = 'awaiting_client'
-                             OR (n.newer AND expert_queue.status = 'auto_pending')
-                           THEN 'pending'::queue_status
-                           ELSE expert_queue.status END,
+                      {moved},
                       CASE WHEN n.newer AND a.hold IS NOT NULL
                              THEN now() + make_interval(secs => a.hold)
                            WHEN n.newer THEN NULL ELSE expert_queue.send_at END,
@@ -171,6 +167,18 @@ static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
         append = crate::conversations::history_append("conversations.agent_context", "i.entry", "$10"),
         item = QUEUE_ITEM_PAYLOAD_SQL,
         newer = NEWER_DRAFT,
+        opened = crate::expert_queue::opening_status(
+            &[(Transition::OpenOnHold, "a.seen IS NULL AND a.hold IS NOT NULL")],
+            Transition::Open
+        ),
+        moved = crate::expert_queue::status_after(
+            "expert_queue.status",
+            &[
+                (Transition::Hold, "n.newer AND a.hold IS NOT NULL"),
+                (Transition::DraftArrives, "true"),
+                (Transition::NewerDraft, "n.newer"),
+            ]
+        ),
     )
 });
 

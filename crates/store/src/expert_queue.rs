@@ -1,12 +1,66 @@
 //! The expert queue (`expert_queue`): the console's list, one item, and the state
 //! transitions, each a single `UPDATE … WHERE <expected state> RETURNING` (AA5).
+//!
+//! Every status this crate writes, here and in the inbound job's statements
+//! (`crate::messages`, `crate::drafts`), is rendered from a
+//! [`switchboard_domain::queue_state::Transition`] by the functions below ([`from_sql`],
+//! [`to_sql`], [`status_after`], [`opening_status`]): no statement spells a state it moves
+//! an item to, so none can take an arrow the state machine's table does not have.
 
 use crate::StoreError;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor, PgPool};
+use std::sync::LazyLock;
 use switchboard_domain::events::QueueItemEvent;
+use switchboard_domain::queue_state::Transition;
 use switchboard_domain::{ChannelKind, QueueStatus};
 use uuid::Uuid;
+
+/// `<column> IN ('a', …)`: the states `t` starts from (`false` for one that opens an item).
+pub(crate) fn from_sql(t: Transition, column: &str) -> String {
+    if t.opens() {
+        return "false".to_owned();
+    }
+    let states: Vec<String> = t
+        .from()
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    format!("{column} IN ({})", states.join(", "))
+}
+
+/// The state `t` leads to, as an SQL value.
+pub(crate) fn to_sql(t: Transition) -> String {
+    format!("'{}'::queue_status", t.to().as_str())
+}
+
+/// `CASE WHEN <when> AND <column> IN (<from>) THEN <to> … ELSE <column> END`: the status after
+/// the first of `arrows` whose condition (`"true"` for none) and starting state match, or
+/// the status unchanged.
+pub(crate) fn status_after(column: &str, arrows: &[(Transition, &str)]) -> String {
+    let whens: Vec<String> = arrows
+        .iter()
+        .map(|(t, when)| {
+            format!(
+                "WHEN ({when}) AND {} THEN {}",
+                from_sql(*t, column),
+                to_sql(*t)
+            )
+        })
+        .collect();
+    format!("CASE {} ELSE {column} END", whens.join(" "))
+}
+
+/// A new item's status: the first of the opening `arrows` whose condition holds, else
+/// `otherwise`'s.
+pub(crate) fn opening_status(arrows: &[(Transition, &str)], otherwise: Transition) -> String {
+    debug_assert!(otherwise.opens() && arrows.iter().all(|(t, _)| t.opens()));
+    let whens: Vec<String> = arrows
+        .iter()
+        .map(|(t, when)| format!("WHEN ({when}) THEN {}", to_sql(*t)))
+        .collect();
+    format!("CASE {} ELSE {} END", whens.join(" "), to_sql(otherwise))
+}
 
 /// One queue item with what a console row shows: its conversation's channel and customer,
 /// the last customer message and the current draft.
@@ -188,14 +242,14 @@ pub async fn current<'e>(
     .await?)
 }
 
-/// One transition: from any of `from` to `to`, setting the holder and the snooze time.
+/// One item's transition, setting the holder and the snooze time.
 #[allow(missing_docs)] // the columns and parameters the statements below name
 #[derive(Debug, Clone)]
-pub struct Transition<'a> {
+pub struct Change<'a> {
     pub org_id: Uuid,
     pub id: Uuid,
-    pub from: &'a [QueueStatus],
-    pub to: QueueStatus,
+    /// The arrow taken: from any of its states to its state.
+    pub transition: Transition,
     /// The holder after the transition (`claimed` needs one, every other state none).
     pub holder: Option<Uuid>,
     pub snoozed_until: Option<DateTime<Utc>>,
@@ -252,9 +306,9 @@ fn draft_is_current(q: &str) -> String {
 /// the one the conditions were checked against.
 pub async fn transition<'e>(
     db: impl PgExecutor<'e>,
-    t: &Transition<'_>,
+    t: &Change<'_>,
 ) -> Result<Option<Transitioned>, StoreError> {
-    let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
+    let from: Vec<&str> = t.transition.from().iter().map(|s| s.as_str()).collect();
     let sql = format!(
         "WITH old AS (
            SELECT id, draft_body, status FROM expert_queue WHERE id = $1 AND org_id = $2 FOR UPDATE
@@ -262,7 +316,7 @@ pub async fn transition<'e>(
            UPDATE expert_queue e SET
              status = $3, version = e.version + 1, updated_at = now(),
              claimed_by = $4, snoozed_until = $5, send_at = NULL, autopilot_rule = NULL,
-             resolved_at = CASE WHEN $3 = 'resolved'::queue_status THEN now() END,
+             resolved_at = CASE WHEN $3::text = 'resolved' THEN now() END,
              draft_id = CASE WHEN $9 THEN NULL ELSE e.draft_id END,
              draft_message_id = CASE WHEN $9 THEN NULL ELSE e.draft_message_id END,
              draft_body = CASE WHEN $9 THEN NULL ELSE e.draft_body END,
@@ -287,7 +341,7 @@ pub async fn transition<'e>(
     sqlx::query_as(&sql)
         .bind(t.id)
         .bind(t.org_id)
-        .bind(t.to)
+        .bind(t.transition.to())
         .bind(t.holder)
         .bind(t.snoozed_until)
         .bind(&from)
@@ -317,9 +371,9 @@ pub enum Refusal {
 /// Explains why `t` matched no row; `None` when the item does not exist in this org.
 pub async fn explain<'e>(
     db: impl PgExecutor<'e>,
-    t: &Transition<'_>,
+    t: &Change<'_>,
 ) -> Result<Option<Refusal>, StoreError> {
-    let from: Vec<&str> = t.from.iter().map(|s| s.as_str()).collect();
+    let from: Vec<&str> = t.transition.from().iter().map(|s| s.as_str()).collect();
     /// Each check the transition makes, as the item is now.
     #[derive(sqlx::FromRow)]
     struct Checks {
@@ -408,13 +462,25 @@ pub struct Moved {
     pub item: QueueItemEvent,
 }
 
-const RESURFACE: &str = "UPDATE expert_queue q SET status = 'pending', snoozed_until = NULL,
-        version = q.version + 1, updated_at = now()
-     WHERE q.id IN (SELECT id FROM expert_queue
-                    WHERE status = 'snoozed' AND snoozed_until <= now()
-                    ORDER BY snoozed_until LIMIT $1 FOR UPDATE SKIP LOCKED)
-       AND q.status = 'snoozed' AND q.snoozed_until <= now()
-     RETURNING q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
+/// [`Transition::SnoozeEnds`] for the items whose time has come, oldest first.
+static RESURFACE: LazyLock<String> = LazyLock::new(|| {
+    let t = Transition::SnoozeEnds;
+    format!(
+        "UPDATE expert_queue q SET status = {to}, snoozed_until = NULL,
+            version = q.version + 1, updated_at = now()
+         WHERE q.id IN (SELECT id FROM expert_queue
+                        WHERE {from} AND snoozed_until <= now()
+                        ORDER BY snoozed_until LIMIT $1 FOR UPDATE SKIP LOCKED)
+           AND {q_from} AND q.snoozed_until <= now()
+         RETURNING {MOVED}",
+        to = to_sql(t),
+        from = from_sql(t, "status"),
+        q_from = from_sql(t, "q.status"),
+    )
+});
+
+/// What [`Moved`] reads back from the queue row aliased `q`.
+const MOVED: &str = "q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
                q.flagged_for_review, q.send_at, q.autopilot_rule";
 
 /// Moves up to `limit` snoozed items whose time has come back to `pending`, in one
@@ -423,7 +489,7 @@ pub async fn resurface_snoozed(
     tx: &mut PgConnection,
     limit: i64,
 ) -> Result<Vec<Moved>, StoreError> {
-    Ok(sqlx::query_as(RESURFACE)
+    Ok(sqlx::query_as(RESURFACE.as_str())
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?)
@@ -454,6 +520,20 @@ pub async fn due_holds(pool: &PgPool, limit: i64) -> Result<Vec<DueHold>, StoreE
     .await?)
 }
 
+/// [`Transition::HoldEnds`] for one org's items, every org's, or one item.
+static STOP_HOLDS: LazyLock<String> = LazyLock::new(|| {
+    let t = Transition::HoldEnds;
+    format!(
+        "UPDATE expert_queue q SET status = {to}, send_at = NULL, autopilot_rule = NULL,
+                version = q.version + 1, updated_at = now()
+         WHERE {from}
+           AND ($1::uuid IS NULL OR q.org_id = $1) AND ($2::uuid IS NULL OR q.id = $2)
+         RETURNING {MOVED}",
+        to = to_sql(t),
+        from = from_sql(t, "q.status"),
+    )
+});
+
 /// Ends the holds of `org_id` (every org's when `None`), or only item `item_id`'s: each is
 /// pending again at a new version, in one `UPDATE … RETURNING` (an item that left its
 /// hold meanwhile is not in the `WHERE`). The caller stores their events in its transaction.
@@ -462,18 +542,11 @@ pub async fn stop_holds(
     org_id: Option<Uuid>,
     item_id: Option<Uuid>,
 ) -> Result<Vec<Moved>, StoreError> {
-    Ok(sqlx::query_as(
-        "UPDATE expert_queue q SET status = 'pending', send_at = NULL, autopilot_rule = NULL,
-                version = q.version + 1, updated_at = now()
-         WHERE q.status = 'auto_pending'
-           AND ($1::uuid IS NULL OR q.org_id = $1) AND ($2::uuid IS NULL OR q.id = $2)
-         RETURNING q.org_id, q.id, q.conversation_id, q.status, q.version, q.claimed_by,
-                   q.flagged_for_review, q.send_at, q.autopilot_rule",
-    )
-    .bind(org_id)
-    .bind(item_id)
-    .fetch_all(&mut *tx)
-    .await?)
+    Ok(sqlx::query_as(STOP_HOLDS.as_str())
+        .bind(org_id)
+        .bind(item_id)
+        .fetch_all(&mut *tx)
+        .await?)
 }
 
 /// One org's pending items past their SLA.
@@ -501,4 +574,80 @@ pub async fn backlog_past_sla(pool: &PgPool) -> Result<Vec<Backlog>, StoreError>
     )
     .fetch_all(pool)
     .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn a_status_is_rendered_from_its_transition() {
+        assert_eq!(
+            status_after("q.status", &[(Transition::CustomerWrites, "true")]),
+            "CASE WHEN (true) AND q.status IN ('awaiting_client', 'snoozed', 'auto_pending') \
+             THEN 'pending'::queue_status ELSE q.status END"
+        );
+        assert_eq!(
+            opening_status(&[(Transition::OpenOnHold, "held")], Transition::Open),
+            "CASE WHEN (held) THEN 'auto_pending'::queue_status ELSE 'pending'::queue_status END"
+        );
+        assert_eq!(from_sql(Transition::Open, "status"), "false");
+    }
+
+    /// Every source file of the crate, folders included.
+    fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).expect("the source directory") {
+            let path = entry.expect("a source entry").path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a readable source");
+                out.push((path.display().to_string(), text));
+            }
+        }
+    }
+
+    /// No statement spells a state it moves an item to. In every write of `expert_queue` (an
+    /// `UPDATE` or `INSERT` up to its `RETURNING`) a spelled state may be compared with, never
+    /// assigned: no `THEN '<state>'`, `ELSE '<state>'`, `'<state>'::queue_status`,
+    /// `SET status = '<state>'` or `, status = '<state>'`, and an `INSERT`'s values name none.
+    #[test]
+    fn no_statement_writes_a_spelled_status() {
+        let mut files = Vec::new();
+        sources(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        assert!(files.len() > 10);
+        let mut writes = 0;
+        for (file, text) in &files {
+            let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for start in ["UPDATE expert_queue", "INSERT INTO expert_queue"] {
+                for (at, _) in text.match_indices(start) {
+                    writes += 1;
+                    let rest = &text[at..];
+                    let write = &rest[..rest.find("RETURNING").expect("a write that returns")];
+                    for s in QueueStatus::ALL.map(|s| format!("'{}'", s.as_str())) {
+                        let assigned = [
+                            format!("THEN {s}"),
+                            format!("ELSE {s}"),
+                            format!("{s}::queue_status"),
+                            format!("SET status = {s}"),
+                            format!(", status = {s}"),
+                        ];
+                        for a in assigned {
+                            assert!(!write.contains(&a), "{file}: {start} … {a}");
+                        }
+                        if start.starts_with("INSERT") {
+                            let values = &write[..write.find("FROM").unwrap_or(write.len())];
+                            assert!(!values.contains(&s), "{file}: {start} … {s}");
+                        }
+                    }
+                }
+            }
+        }
+        // transition, the snooze expiry, the holds' end, the inbound job's two statements.
+        assert!(writes >= 5, "{writes} writes of expert_queue found");
+    }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use std::sync::LazyLock;
 use switchboard_domain::jobs::InboxMessage;
+use switchboard_domain::queue_state::Transition;
 use switchboard_domain::{Author, ChannelKind};
 use uuid::Uuid;
 
@@ -147,8 +148,7 @@ static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
            -- and one on hold too: its draft answers an older message, and the new message's
            -- draft is judged afresh.
            UPDATE expert_queue AS q SET
-             status = CASE WHEN status IN ('awaiting_client', 'snoozed', 'auto_pending')
-                           THEN 'pending'::queue_status ELSE status END,
+             status = {customer_writes},
              send_at = NULL, autopilot_rule = NULL,
              snoozed_until = CASE WHEN status IN ('awaiting_client', 'snoozed')
                                   THEN NULL ELSE snoozed_until END,
@@ -195,6 +195,10 @@ static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
         ),
         item = QUEUE_ITEM_PAYLOAD_SQL,
         async_commit = crate::async_commit!(),
+        customer_writes = crate::expert_queue::status_after(
+            "status",
+            &[(Transition::CustomerWrites, "true")]
+        ),
     )
 });
 

@@ -220,6 +220,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// [`TestAppBuilder::fake_agent`] and [`TestAppBuilder::fake_provider`]: the whole F1-F3
+    /// path with nothing real outside the app.
+    pub fn fakes(self) -> Self {
+        self.fake_agent().fake_provider()
+    }
+
     /// Starts the pods (at once, as a deployment does).
     pub async fn build(self) -> TestApp {
         let db = match self.db {

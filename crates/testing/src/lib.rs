@@ -26,7 +26,7 @@ pub use app::{TestApp, TestAppBuilder};
 pub use fake_smtp::FakeSmtp;
 pub use fakes::{Call, Provider};
 pub use load::Load;
-pub use pod::{Endpoint, TestPod};
+pub use pod::{Endpoint, Forwarded, TestPod};
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{RedisSentinel, SENTINEL_MASTER};
 pub use redis_server::{RedisServer, free_port};

@@ -25,7 +25,9 @@ impl std::ops::Deref for TestPod {
 }
 
 /// A pod's address and an HTTP client for it: what a test does with a pod over HTTP,
-/// whether the pod runs in the test's process or as the `switchboard` binary.
+/// whether the pod runs in the test's process or as the `switchboard` binary. A clone
+/// shares the client, for a request a test spawns (`Endpoint::clone(pod)`).
+#[derive(Clone)]
 pub struct Endpoint {
     /// `http://127.0.0.1:{port}`.
     pub base: String,
@@ -192,5 +194,53 @@ impl Endpoint {
         let (status, body) = self.try_login(email, password).await;
         assert_eq!(status, 200, "login as {email}: {body}");
         body["token"].as_str().expect("token").to_owned()
+    }
+
+    /// Requests from `client` (an address) through a trusted proxy, which names it in
+    /// `X-Forwarded-For`: for the limits kept per client address (the pod must trust
+    /// 127.0.0.1, `TRUSTED_PROXIES`).
+    pub fn forwarded_for<'a>(&'a self, client: &'a str) -> Forwarded<'a> {
+        Forwarded { pod: self, client }
+    }
+}
+
+/// A pod's requests from one client address behind a proxy (see [`Endpoint::forwarded_for`]).
+#[derive(Clone, Copy)]
+pub struct Forwarded<'a> {
+    pod: &'a Endpoint,
+    client: &'a str,
+}
+
+impl Forwarded<'_> {
+    /// `GET {path}` without credentials.
+    pub async fn get(self, path: &str) -> reqwest::Response {
+        let r = self.pod.client.get(self.pod.url(path));
+        let r = r.header("x-forwarded-for", self.client).send().await;
+        r.unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// `POST /auth/login` as it is: the status and the body.
+    pub async fn try_login(self, email: &str, password: &str) -> (u16, Value) {
+        let r = self.pod.client.post(self.pod.url("/auth/login"));
+        let body = json!({"email": email, "password": password});
+        let r = r
+            .header("x-forwarded-for", self.client)
+            .json(&body)
+            .send()
+            .await;
+        crate::user::answer(r.unwrap_or_else(|e| panic!("POST /auth/login: {e}"))).await
+    }
+
+    /// Posts a signed webhook; returns the status and body.
+    pub async fn send_webhook(self, path: &str, signed: &Signed) -> (u16, String) {
+        let r = self
+            .pod
+            .webhook(path, signed)
+            .header("x-forwarded-for", self.client);
+        let r = r
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
     }
 }

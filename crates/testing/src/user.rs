@@ -92,12 +92,36 @@ impl User<'_> {
 
     /// `POST {path}` with a JSON body and `Idempotency-Key: key`.
     pub async fn post_with_key(self, path: &str, body: Value, key: &str) -> (u16, Value) {
+        let (status, body, _) = self.post_with_key_replayed(path, body, key).await;
+        (status, body)
+    }
+
+    /// [`User::post_with_key`], and whether the answer says it is a replay
+    /// (`Idempotent-Replayed`).
+    pub async fn post_with_key_replayed(
+        self,
+        path: &str,
+        body: Value,
+        key: &str,
+    ) -> (u16, Value, bool) {
         let r = self
             .request(reqwest::Method::POST, path)
             .header("Idempotency-Key", key)
             .json(&body)
             .send();
-        answer(r.await.unwrap_or_else(|e| panic!("POST {path}: {e}"))).await
+        let r = r.await.unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let replayed = r.headers().contains_key("idempotent-replayed");
+        let (status, body) = answer(r).await;
+        (status, body, replayed)
+    }
+
+    /// `GET {path}` asking for `accept` (`Accept`), the response as it comes: for the
+    /// streamed exports, read in chunks or as text.
+    pub async fn get_accepting(self, path: &str, accept: &str) -> reqwest::Response {
+        let r = self
+            .request(reqwest::Method::GET, path)
+            .header("accept", accept);
+        r.send().await.unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
 
     /// `POST {path}` without a body.

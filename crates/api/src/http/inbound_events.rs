@@ -16,7 +16,7 @@ use serde_json::Value;
 use switchboard_domain::{ChannelKind, Role};
 use switchboard_flows::inbox::{self as flow, ReplayError};
 use switchboard_store::audit::Actor;
-use switchboard_store::inbox_admin::{self, EventFilter, EventRow, EventStatus};
+use switchboard_store::inbox::{self, EventFilter, EventRow, EventStatus};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -131,7 +131,7 @@ async fn list(
         before: q.cursor.as_deref().map(pagination::decode).transpose()?,
         limit: limit + 1,
     };
-    let rows = inbox_admin::list(&state.db, &filter).await?;
+    let rows = inbox::list(&state.db, &filter).await?;
     let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.received_at, r.id));
     Ok(Json(ListResponse {
         items: rows.into_iter().map(EventView::from).collect(),
@@ -141,7 +141,7 @@ async fn list(
 
 /// 404 when there is no such event, 403 unless the caller administers its org.
 async fn event_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid> {
-    let org = inbox_admin::org_of(&state.db, id)
+    let org = inbox::org_of(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("inbound event"))?;
     caller.require_admin(org)?;
@@ -158,7 +158,7 @@ async fn show(
     Path(id): Path<Uuid>,
 ) -> ApiResult<Json<EventDetailView>> {
     event_org(&state, &caller, id).await?;
-    let d = inbox_admin::detail(&state.db, id)
+    let d = inbox::detail(&state.db, id)
         .await?
         .ok_or_else(|| ApiError::not_found("inbound event"))?;
     Ok(Json(EventDetailView {

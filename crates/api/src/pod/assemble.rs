@@ -12,7 +12,7 @@ use crate::state::{AppState, AppStateInner};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use switchboard_channels::agent::AgentClient;
-use switchboard_channels::mail::Mailer;
+use switchboard_channels::system_mail::Mailer;
 use switchboard_config::{AppEnv, Config};
 use switchboard_coord::{CoordError, Redis};
 use switchboard_domain::backoff::Backoff;

@@ -131,13 +131,15 @@ async fn stored_keys(config: &Config, db: &PgPool) -> Vec<String> {
             .map(|(id, n)| format!("{id} ({n})"))
             .collect();
         out.push(format!(
-            "{total} stored secret(s) are encrypted under master key id(s) {} that {var} does not list: add the key back after the first one (docs/OPERATIONS.md, \"Rotating the master key\")",
+            "{total} stored secret(s) are encrypted under master key id(s) {} that {var} does not list: \
+             add the key back after the first one (docs/OPERATIONS.md, \"Rotating the master key\")",
             ids.join(", ")
         ));
     }
     if legacy > 0 {
         out.push(format!(
-            "{legacy} stored secret(s) from before key ids (of the first {LEGACY_SAMPLE} checked) open with none of the keys in {var}: add the key they were written with"
+            "{legacy} stored secret(s) from before key ids (of the first {LEGACY_SAMPLE} checked) \
+             open with none of the keys in {var}: add the key they were written with"
         ));
     }
     out

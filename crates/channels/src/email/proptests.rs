@@ -23,9 +23,19 @@ const WEBHOOK_ID: &str = "msg_2abc";
 
 /// Valid webhooks of each shape the email parser tells apart.
 pub(crate) const BASES: &[&str] = &[
-    r#"{"type":"email.received","created_at":"2026-02-22T23:41:12.126Z","data":{"email_id":"5676-ff6f","from":"Ada Lovelace <Ada@Example.com>","to":["support@acme.test"],"message_id":"<CAF123@mail.example.com>","subject":"Where is my order?","text":"It has been a week."}}"#,
-    r#"{"type":"email.received","data":{"from":"bob@x.io","subject":"Re: hi","headers":{"Message-ID":"<m2@x.io>"},"html":"<p>Thanks &amp; bye</p><style>p{}</style>"}}"#,
-    r#"{"type":"email.received","data":{"email_id":"e1","from":{"email":"c@x.io","name":"C"},"headers":[{"name":"message-id","value":"<m3@x.io>"}],"text":" ","html":"<div>hi<br>there</div>"}}"#,
+    concat!(
+        r#"{"type":"email.received","created_at":"2026-02-22T23:41:12.126Z","data":{"email_id":"5676-ff6f","#,
+        r#""from":"Ada Lovelace <Ada@Example.com>","to":["support@acme.test"],"message_id":"<CAF123@mail.example.com>","#,
+        r#""subject":"Where is my order?","text":"It has been a week."}}"#
+    ),
+    concat!(
+        r#"{"type":"email.received","data":{"from":"bob@x.io","subject":"Re: hi","headers":{"Message-ID":"<m2@x.io>"},"#,
+        r#""html":"<p>Thanks &amp; bye</p><style>p{}</style>"}}"#
+    ),
+    concat!(
+        r#"{"type":"email.received","data":{"email_id":"e1","from":{"email":"c@x.io","name":"C"},"#,
+        r#""headers":[{"name":"message-id","value":"<m3@x.io>"}],"text":" ","html":"<div>hi<br>there</div>"}}"#
+    ),
     r#"{"type":"email.delivered","data":{"email_id":"e1","message_id":"<m@x>"}}"#,
 ];
 

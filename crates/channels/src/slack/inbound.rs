@@ -132,11 +132,14 @@ mod tests {
         )
     }
 
-    const MSG: &str = r#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message","user":"U1","text":"hi there","ts":"1700000000.000100","channel":"D1"}}"#;
+    const MSG: &str = concat!(
+        r#"{"type":"event_callback","event_id":"Ev1","#,
+        r#""event":{"type":"message","user":"U1","text":"hi there","ts":"1700000000.000100","channel":"D1"}}"#
+    );
 
     #[test]
     fn slack_docs_example_signature() {
-        let body = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        let body = crate::test_support::SLACK_DOCS_BODY;
         let sig = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
         assert_eq!(
             verify_signature(SECRET, "1531420618", body.as_bytes(), sig),

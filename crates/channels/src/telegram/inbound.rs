@@ -117,7 +117,8 @@ mod tests {
     use switchboard_domain::ChannelKind;
 
     const TOKEN: &str = "s3cr3t-token_value";
-    const MSG: &str = r#"{"update_id":10001,"message":{"message_id":7,"date":1700000000,"from":{"id":555,"is_bot":false,"first_name":"Ada","last_name":"Lovelace","username":"ada"},"chat":{"id":-100200,"type":"private"},"text":"hello bot"}}"#;
+    /// A private chat's text message, the first of the property tests' shapes.
+    const MSG: &str = crate::telegram::proptests::BASES[0];
 
     fn run(token: Option<&str>, body: &str) -> Result<Verified, InboundError> {
         let h = match token {

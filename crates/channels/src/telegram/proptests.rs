@@ -17,8 +17,15 @@ const TOKEN: &str = "s3cr3t-token_value";
 
 /// Valid updates of each shape the Telegram parser tells apart.
 pub(crate) const BASES: &[&str] = &[
-    r#"{"update_id":10001,"message":{"message_id":7,"date":1700000000,"from":{"id":555,"is_bot":false,"first_name":"Ada","last_name":"Lovelace","username":"ada"},"chat":{"id":-100200,"type":"private"},"text":"hello bot"}}"#,
-    r#"{"update_id":10002,"message":{"message_id":8,"from":{"id":556,"username":"bob"},"chat":{"id":42,"type":"group"},"photo":[{"file_id":"f"}],"caption":"see this"}}"#,
+    concat!(
+        r#"{"update_id":10001,"message":{"message_id":7,"date":1700000000,"#,
+        r#""from":{"id":555,"is_bot":false,"first_name":"Ada","last_name":"Lovelace","username":"ada"},"#,
+        r#""chat":{"id":-100200,"type":"private"},"text":"hello bot"}}"#
+    ),
+    concat!(
+        r#"{"update_id":10002,"message":{"message_id":8,"from":{"id":556,"username":"bob"},"#,
+        r#""chat":{"id":42,"type":"group"},"photo":[{"file_id":"f"}],"caption":"see this"}}"#
+    ),
     r#"{"update_id":10003,"edited_message":{"message_id":7,"from":{"id":555},"chat":{"id":-100200},"text":"edited"}}"#,
 ];
 

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use switchboard_domain::backoff::Backoff;
 use switchboard_store::StoreError;
-use switchboard_store::delivery::{self, Claimed};
+use switchboard_store::outbox::{self, Claimed};
 use tokio::time::Instant;
 
 /// Waits before a failed fenced write is tried again: from 50 ms, doubled (with jitter) each
@@ -83,7 +83,7 @@ impl Lease {
     pub(super) async fn hold<T>(&self, deps: &Deps, work: impl Future<Output = T>) -> T {
         let renew = || async move {
             let sent_at = Instant::now();
-            match delivery::renew(&deps.db, self.outbox_id, self.lease_id, self.length).await {
+            match outbox::renew(&deps.db, self.outbox_id, self.lease_id, self.length).await {
                 Ok(true) => self.extend(sent_at),
                 Ok(false) => self.lose(),
                 Err(e) => {
@@ -100,7 +100,7 @@ impl Lease {
     /// write that matched no row marks the lease lost and returns `None`.
     ///
     /// A retry after an error that hid a commit finds its own write done: the part record
-    /// matches it (see `delivery::record_part`); an outcome, which releases the lease, then
+    /// matches it (see `outbox::record_part`); an outcome, which releases the lease, then
     /// reads as a lost lease, so the run stops and the row's state is already right.
     pub(super) async fn write<T, F, Fut>(
         &self,

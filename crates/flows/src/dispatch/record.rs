@@ -12,8 +12,8 @@ use std::time::Duration;
 use switchboard_domain::events::MessageStatusUpdated;
 use switchboard_domain::{DeliveryStatus, Event};
 use switchboard_jobs::periodic::queue_alert;
-use switchboard_store::delivery::{self, Claimed, Failure};
 use switchboard_store::event_outbox;
+use switchboard_store::outbox::{self, Claimed, Failure};
 
 /// Why a round stopped short of sending every part.
 #[derive(Debug, Clone)]
@@ -63,7 +63,7 @@ pub(super) async fn sent(
     let first = accepted.first().map_or("", String::as_str);
     let event = event(row, DeliveryStatus::Sent, None);
     let mark = || async {
-        let sent = delivery::mark_sent(&deps.db, row.id, row.lease_id, first, &event);
+        let sent = outbox::mark_sent(&deps.db, row.id, row.lease_id, first, &event);
         Ok(sent.await?.then_some(()))
     };
     if lease.write(deps, "sent", mark).await?.is_none() {
@@ -91,7 +91,7 @@ pub(super) async fn retry(
     tracing::info!(outbox_id = %row.id, channel = %row.channel, wait_ms = wait.as_millis() as u64, %reason, "outbound attempt failed; retrying");
     let event = event(row, DeliveryStatus::Retry, Some(reason));
     let mark = || async {
-        let marked = delivery::mark_retry(
+        let marked = outbox::mark_retry(
             &deps.db,
             row.id,
             row.lease_id,
@@ -117,7 +117,7 @@ pub(super) async fn deferred(
     wait: Duration,
 ) -> Result<Outcome, DispatchError> {
     let defer = || async {
-        let deferred = delivery::defer(&deps.db, row.id, row.lease_id, wait);
+        let deferred = outbox::defer(&deps.db, row.id, row.lease_id, wait);
         Ok(deferred.await?.then_some(()))
     };
     if lease.write(deps, "deferred", defer).await?.is_none() {
@@ -160,7 +160,7 @@ pub(super) async fn failed(
     };
     let mark = || async {
         let mut tx = deps.db.begin().await?;
-        let Some(failed) = delivery::mark_failed(&mut tx, row.id, row.lease_id, failure).await?
+        let Some(failed) = outbox::mark_failed(&mut tx, row.id, row.lease_id, failure).await?
         else {
             tx.rollback().await?;
             return Ok(None);

@@ -31,7 +31,7 @@ use switchboard_domain::faults::DispatchPoint;
 use switchboard_domain::jobs::OutboxPayload;
 use switchboard_store::StoreError;
 use switchboard_store::connections::{self, Secrets};
-use switchboard_store::delivery::{self, Claimed, Unclaimed};
+use switchboard_store::outbox::{self, Claimed, Unclaimed};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -42,7 +42,7 @@ const CLAIM_TRIES: usize = 5;
 /// Runs the job for one outbox row.
 pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchError> {
     let Some((row, claimed_at)) = claim(deps, outbox_id).await? else {
-        return Ok(match delivery::unclaimed(&deps.db, outbox_id).await? {
+        return Ok(match outbox::unclaimed(&deps.db, outbox_id).await? {
             Unclaimed::Missing => Outcome::Missing,
             Unclaimed::Finished => Outcome::Finished,
             Unclaimed::Held => Outcome::HeldElsewhere,
@@ -115,10 +115,10 @@ async fn claim(deps: &Deps, outbox_id: Uuid) -> Result<Option<(Claimed, Instant)
     let settings = deps.dispatch.settings();
     for _ in 0..CLAIM_TRIES {
         let sent_at = Instant::now();
-        if let Some(row) = delivery::claim(&deps.db, outbox_id, settings.lease).await? {
+        if let Some(row) = outbox::claim(&deps.db, outbox_id, settings.lease).await? {
             return Ok(Some((row, sent_at)));
         }
-        match delivery::unclaimed(&deps.db, outbox_id).await? {
+        match outbox::unclaimed(&deps.db, outbox_id).await? {
             Unclaimed::NotDue(wait) if wait <= settings.max_inline_wait => {
                 tokio::time::sleep(wait + Duration::from_millis(5)).await;
             }
@@ -144,7 +144,9 @@ enum Unsendable {
     #[error("the {0} connection this reply leaves through was deleted")]
     ConnectionGone(ChannelKind),
     #[error(
-        "the {channel} connection's secrets cannot be read with the configured MASTER_ENCRYPTION_KEY or MASTER_ENCRYPTION_KEYS ({why}); add the key back (after the first) or re-enter the connection's secrets, then retry this dead letter"
+        "the {channel} connection's secrets cannot be read with the configured MASTER_ENCRYPTION_KEY or \
+         MASTER_ENCRYPTION_KEYS ({why}); add the key back (after the first) or re-enter the connection's secrets, \
+         then retry this dead letter"
     )]
     Undecryptable {
         channel: ChannelKind,
@@ -242,7 +244,7 @@ async fn send_parts(
                     .await;
                 let record = || async {
                     let recorded =
-                        delivery::record_part(&deps.db, row.id, row.lease_id, index, &provider_id);
+                        outbox::record_part(&deps.db, row.id, row.lease_id, index, &provider_id);
                     Ok(recorded.await?.then_some(()))
                 };
                 if lease.write(deps, "part", record).await?.is_none() {

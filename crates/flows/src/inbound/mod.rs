@@ -2,7 +2,8 @@
 //! sweeper, an admin's replay) and idempotent end to end.
 //!
 //! A run is three round trips to Postgres, each shared with the pod's other jobs
-//! (`batch.rs`), the statements and their lock order in `sql.rs`:
+//! (`batch.rs`), the statements and their lock order in `switchboard_store::messages` and
+//! `switchboard_store::drafts` (the claim in `switchboard_store::inbox`):
 //! 1. the claim: a lease on the event (`INBOX_LEASE_SECS`, renewed while the job works) and
 //!    a fresh `claim_token`. Renewals and the failure record name the token, so a run that
 //!    stalled past its lease can neither extend nor back off the claim of the run that took

@@ -8,7 +8,7 @@ use super::{Team, TeamError};
 use crate::Deps;
 use chrono::Utc;
 use serde_json::json;
-use switchboard_channels::mail::Mail;
+use switchboard_channels::system_mail::Mail;
 use switchboard_domain::Role;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::invitations::{self, Invitation};

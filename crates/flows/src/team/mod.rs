@@ -15,7 +15,7 @@ pub mod sessions;
 
 use crate::Deps;
 use async_trait::async_trait;
-use switchboard_channels::mail::Mailer;
+use switchboard_channels::system_mail::Mailer;
 use switchboard_store::StoreError;
 use switchboard_store::audit::Actor;
 use switchboard_store::password_resets::Refusal;

@@ -9,7 +9,7 @@
 
 use super::{Team, TeamError, own};
 use serde_json::json;
-use switchboard_channels::mail::Mail;
+use switchboard_channels::system_mail::Mail;
 use switchboard_store::audit::{self, Actor};
 use switchboard_store::invitations::{new_token, token_hash};
 use switchboard_store::password_resets::{self, Refusal};

@@ -8,7 +8,7 @@ use super::{Alerts, Routes};
 use secrecy::ExposeSecret;
 use std::time::Duration;
 use switchboard_channels::alert_sinks::{Action, Notice, SinkError, Sinks};
-use switchboard_channels::mail::Mail;
+use switchboard_channels::system_mail::Mail;
 use switchboard_domain::alerts::AlertKind;
 use switchboard_domain::backoff::Backoff;
 use switchboard_domain::periodic;

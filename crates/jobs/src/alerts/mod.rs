@@ -21,7 +21,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_channels::mail::Mailer;
+use switchboard_channels::system_mail::Mailer;
 use switchboard_config::Config;
 use switchboard_coord::Redis;
 pub use switchboard_domain::alerts::{AlertKind, Severity, announce};

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_domain::JobName;
-use switchboard_store::{PgPool, StoreError, inbox_admin};
+use switchboard_store::{PgPool, StoreError, inbox};
 
 /// Rows deleted per statement.
 const CHUNK: i64 = 5_000;
@@ -21,7 +21,7 @@ const MAX_PER_SLOT: u64 = 500_000;
 pub async fn prune(db: &PgPool, retention: Duration) -> Result<u64, StoreError> {
     let mut deleted = 0;
     loop {
-        let n = inbox_admin::prune_processed(db, retention, CHUNK).await?;
+        let n = inbox::prune_processed(db, retention, CHUNK).await?;
         deleted += n;
         if n < CHUNK as u64 || deleted >= MAX_PER_SLOT {
             break;

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use switchboard_coord::Redis;
 use switchboard_domain::JobName;
-use switchboard_store::{PgPool, failures};
+use switchboard_store::{PgPool, inbox};
 
 /// The window failures are counted over.
 pub const WINDOW_MINUTES: i64 = 5;
@@ -116,7 +116,7 @@ impl Job for QueueAlert {
     }
 
     async fn run(&self, _: &Run) -> Result<Value, JobError> {
-        let waiting = failures::inbox_waiting(&self.db, self.waiting_threshold + 1).await?;
+        let waiting = inbox::waiting(&self.db, self.waiting_threshold + 1).await?;
         let failed = recent_failures(&self.redis).await?;
         let growth = self.growth().await;
         let per_second = growth.unwrap_or(0.0).round() as i64;

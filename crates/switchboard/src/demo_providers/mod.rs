@@ -206,7 +206,10 @@ async fn set_fault(State(demo): State<Demo>, Json(fault): Json<Fault>) -> Json<V
 }
 
 /// The page's own files; no inline script or style, like the console.
-const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const PAGE_CSP: &str = concat!(
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; ",
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+);
 
 fn page(content_type: &'static str, body: &'static str) -> impl IntoResponse {
     (

@@ -206,12 +206,7 @@ async fn the_old_secret_stops_verifying_at_its_expiry_though_nothing_removed_it(
 
 #[tokio::test]
 async fn a_new_bot_token_is_used_by_the_very_next_reply() {
-    let app = TestApp::builder()
-        .pods(2)
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().pods(2).fakes().build().await;
     let org = app.org().await;
     let first = signing::slack(SLACK_SECRET, "EvBot1", "U1", "1700000001.000100", "hi");
     assert_eq!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_testing::fakes::{agent_responding, newest_customer_line};
 use switchboard_testing::signing::slack_message;
-use switchboard_testing::{TestApp, TestPod, User, eventually, settled};
+use switchboard_testing::{Endpoint, TestApp, TestPod, User, eventually, settled};
 use uuid::Uuid;
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
@@ -254,24 +254,9 @@ async fn a_message_written_during_a_release_brings_its_item_back_to_pending() {
             .await
             .expect("lock");
     let release = {
-        let (client, url, token) = (
-            s.a().client.clone(),
-            s.a().url(&format!("/expert-queue/{item}/release")),
-            s.expert.clone(),
-        );
-        tokio::spawn(async move {
-            let r = client
-                .post(url)
-                .bearer_auth(token)
-                .json(&json!({}))
-                .send()
-                .await
-                .expect("release");
-            (
-                r.status().as_u16(),
-                r.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        })
+        let (pod, token) = (Endpoint::clone(s.a()), s.expert.clone());
+        let path = format!("/expert-queue/{item}/release");
+        tokio::spawn(async move { pod.as_user(&token).post(&path, json!({})).await })
     };
     let waiting = format!(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}'

@@ -19,8 +19,8 @@ use switchboard_store::crypto::SecretCipher;
 use switchboard_store::idempotency::{self, Existing, KeyRef};
 use switchboard_store::inbox::{self, RetryPolicy};
 use switchboard_testing::{
-    Org, TestApp, TestAppBuilder, TestDb, delivery, seed_item, seed_member, try_eventually,
-    wait_outbox,
+    Endpoint, Org, TestApp, TestAppBuilder, TestDb, delivery, seed_item, seed_member,
+    try_eventually, wait_outbox,
 };
 use uuid::Uuid;
 
@@ -542,42 +542,23 @@ async fn a_stale_claimers_answer_is_refused_as_in_progress() {
     pool.close().await;
 }
 
-/// `POST /expert-queue/{item}/release` with `Idempotency-Key: key`; the status, the
-/// `Idempotent-Replayed` header and the body.
-async fn release_with_key(
-    client: reqwest::Client,
-    url: String,
-    token: String,
-    key: &'static str,
-) -> (u16, bool, Value) {
-    let r = client
-        .post(url)
-        .bearer_auth(token)
-        .header("idempotency-key", key)
-        .json(&json!({"body": null}))
-        .send()
-        .await
-        .unwrap();
-    let replayed = r.headers().contains_key("idempotent-replayed");
-    (
-        r.status().as_u16(),
-        replayed,
-        r.json().await.unwrap_or(Value::Null),
-    )
-}
-
-/// (e) End to end: a release stalls inside its transaction past its key's lease; a retry
-/// with the same key takes the key over and waits for the item. The stale request's answer
-/// matches nothing, so its transaction (the transition, the reply, its events) rolls back
-/// and it answers 409 `idempotency_in_progress`; the retry releases the item once and its
-/// answer is the key's.
 #[tokio::test]
 async fn a_release_whose_key_was_taken_over_rolls_back_and_the_retry_answers() {
     let (app, org) = workerless(TestApp::builder()).await;
     let (pod, db) = (app.pod(0), &app.db);
     let item = seed_item(db, org.id, "slack", org.conns["slack"], slack_reply_to()).await;
-    let url = pod.url(&format!("/expert-queue/{item}/release"));
-    let send = || release_with_key(pod.client.clone(), url.clone(), org.token.clone(), "k-1");
+    let path = format!("/expert-queue/{item}/release");
+    // `POST {path}` with `Idempotency-Key: k-1`, as a future a test can spawn.
+    let send = || {
+        let (pod, token, path) = (Endpoint::clone(pod), org.token.clone(), path.clone());
+        async move {
+            let user = pod.as_user(&token);
+            let (status, body, replayed) = user
+                .post_with_key_replayed(&path, json!({"body": null}), "k-1")
+                .await;
+            (status, replayed, body)
+        }
+    };
 
     let paused = pod
         .server

@@ -17,11 +17,7 @@ struct Run {
 
 impl Run {
     async fn start() -> Run {
-        let app = TestApp::builder()
-            .fake_agent()
-            .fake_provider()
-            .build()
-            .await;
+        let app = TestApp::builder().fakes().build().await;
         let org = app.org().await;
         Run { app, org }
     }

@@ -43,12 +43,7 @@ async fn ten_concurrent_releases_across_two_pods_make_one_provider_call() {
 
 #[tokio::test]
 async fn two_telegram_bots_of_one_org_each_answer_through_their_own_bot() {
-    let app = TestApp::builder()
-        .pods(2)
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().pods(2).fakes().build().await;
     let (a, b, db) = (app.pod(0), app.pod(1), &app.db);
     let org = app.org().await;
     let bot_a = org.conns["telegram"];

@@ -7,27 +7,10 @@ use std::time::Duration;
 use switchboard_domain::Role;
 use switchboard_testing::signing::{self, SLACK_SECRET};
 use switchboard_testing::socket::connect;
-use switchboard_testing::{TestApp, TestPod, seed_member, try_eventually};
+use switchboard_testing::{TestApp, seed_member, try_eventually};
 
 const ATTACKER: &str = "203.0.113.66";
 const HONEST: &str = "198.51.100.7";
-
-async fn login_from(pod: &TestPod, from: &str, email: &str, password: &str) -> u16 {
-    pod.client
-        .post(pod.url("/auth/login"))
-        .header("x-forwarded-for", from)
-        .json(&json!({"email": email, "password": password}))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
-async fn post_from(pod: &TestPod, from: &str, path: &str, signed: &signing::Signed) -> u16 {
-    let request = pod.webhook(path, signed).header("x-forwarded-for", from);
-    request.send().await.unwrap().status().as_u16()
-}
 
 /// A pod behind a trusted proxy (the tests' own address), so `X-Forwarded-For` names the
 /// client.
@@ -42,7 +25,12 @@ async fn wrong_passwords_from_one_address_never_lock_the_owner_out_elsewhere() {
     let (_, email, password) = seed_member(&app.db, None, Role::Expert).await;
     let mut attacker = Vec::new();
     for _ in 0..14 {
-        attacker.push(login_from(pod, ATTACKER, &email, "not the password").await);
+        attacker.push(
+            pod.forwarded_for(ATTACKER)
+                .try_login(&email, "not the password")
+                .await
+                .0,
+        );
     }
     // 10 failures per email and address, then refused early.
     assert_eq!(
@@ -56,10 +44,22 @@ async fn wrong_passwords_from_one_address_never_lock_the_owner_out_elsewhere() {
         "{attacker:?}"
     );
     // The owner, from another address, logs in at once.
-    assert_eq!(login_from(pod, HONEST, &email, &password).await, 200);
+    assert_eq!(
+        pod.forwarded_for(HONEST)
+            .try_login(&email, &password)
+            .await
+            .0,
+        200
+    );
     // The attacker's address is refused even with the right password, until its window
     // passes (the honest address's success does not reset another address's failures).
-    assert_eq!(login_from(pod, ATTACKER, &email, &password).await, 429);
+    assert_eq!(
+        pod.forwarded_for(ATTACKER)
+            .try_login(&email, &password)
+            .await
+            .0,
+        429
+    );
 }
 
 #[tokio::test]
@@ -83,8 +83,20 @@ async fn login_bodies_that_do_not_parse_count_against_the_address() {
             .status();
         assert_eq!(status, 400);
     }
-    assert_eq!(login_from(pod, ATTACKER, &email, &password).await, 429);
-    assert_eq!(login_from(pod, HONEST, &email, &password).await, 200);
+    assert_eq!(
+        pod.forwarded_for(ATTACKER)
+            .try_login(&email, &password)
+            .await
+            .0,
+        429
+    );
+    assert_eq!(
+        pod.forwarded_for(HONEST)
+            .try_login(&email, &password)
+            .await
+            .0,
+        200
+    );
 }
 
 #[tokio::test]
@@ -117,7 +129,12 @@ async fn forged_webhooks_cost_the_forger_not_the_channel() {
 
     let mut attacker = Vec::new();
     for _ in 0..80 {
-        attacker.push(post_from(pod, ATTACKER, &path, &forged).await);
+        attacker.push(
+            pod.forwarded_for(ATTACKER)
+                .send_webhook(&path, &forged)
+                .await
+                .0,
+        );
     }
     // 60 a minute: the burst, then refused early, one more a second as the limit refills.
     assert!(attacker[..60].iter().all(|s| *s == 401), "{attacker:?}");
@@ -131,7 +148,10 @@ async fn forged_webhooks_cost_the_forger_not_the_channel() {
     // The provider's genuine deliveries still fit the connection's whole allowance.
     for n in 1..=25 {
         assert_eq!(
-            post_from(pod, HONEST, &path, &genuine(n)).await,
+            pod.forwarded_for(HONEST)
+                .send_webhook(&path, &genuine(n))
+                .await
+                .0,
             200,
             "genuine {n}"
         );
@@ -149,7 +169,12 @@ async fn invented_connection_ids_are_cut_off_per_address() {
     let mut attacker = Vec::new();
     for _ in 0..70 {
         let path = format!("/webhooks/telegram/{}", uuid::Uuid::new_v4());
-        attacker.push(post_from(pod, ATTACKER, &path, &body).await);
+        attacker.push(
+            pod.forwarded_for(ATTACKER)
+                .send_webhook(&path, &body)
+                .await
+                .0,
+        );
     }
     assert!(attacker[..60].iter().all(|s| *s == 404), "{attacker:?}");
     let answered = attacker.iter().filter(|s| **s == 404).count();
@@ -161,7 +186,10 @@ async fn invented_connection_ids_are_cut_off_per_address() {
     );
     // Another address is not affected.
     let path = format!("/webhooks/telegram/{}", uuid::Uuid::new_v4());
-    assert_eq!(post_from(pod, HONEST, &path, &body).await, 404);
+    assert_eq!(
+        pod.forwarded_for(HONEST).send_webhook(&path, &body).await.0,
+        404
+    );
 }
 
 #[tokio::test]

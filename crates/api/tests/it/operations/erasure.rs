@@ -73,12 +73,7 @@ fn traces(haystack: &str) -> Vec<&'static str> {
 
 #[tokio::test]
 async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks() {
-    let app = TestApp::builder()
-        .pods(2)
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().pods(2).fakes().build().await;
     let org = app.org().await;
     let admin = app.pod(0).as_user(&org.token);
 
@@ -363,11 +358,7 @@ async fn an_erasure_that_fails_before_its_commit_is_finished_by_the_scheduled_jo
 
 #[tokio::test]
 async fn a_reply_being_sent_is_delivered_whole_before_the_erasure() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     writes(&app, &org, "SMfly1", "where is it", 1).await;
     let customer = customer_of(&app, PHONE).await;

@@ -41,27 +41,18 @@ async fn customer_with_history(app: &TestApp, org: &Org) -> (Uuid, Uuid) {
     )
 }
 
-async fn get_raw(app: &TestApp, token: &str, path: &str, accept: &str) -> reqwest::Response {
-    let user = app.pod(0).as_user(token);
-    user.request(reqwest::Method::GET, path)
-        .header("accept", accept)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_customers_export_holds_everything_about_them_as_json_or_ndjson() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let (customer, conversation) = customer_with_history(&app, &org).await;
     let path = format!("/customers/{customer}/export");
 
-    let response = get_raw(&app, &org.token, &path, "application/json").await;
+    let response = app
+        .pod(0)
+        .as_user(&org.token)
+        .get_accepting(&path, "application/json")
+        .await;
     assert_eq!(response.status(), 200);
     assert!(
         response.headers()["content-disposition"]
@@ -107,7 +98,11 @@ async fn a_customers_export_holds_everything_about_them_as_json_or_ndjson() {
         "{actions:?}"
     );
 
-    let response = get_raw(&app, &org.token, &path, "application/x-ndjson").await;
+    let response = app
+        .pod(0)
+        .as_user(&org.token)
+        .get_accepting(&path, "application/x-ndjson")
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/x-ndjson");
     let text = response.text().await.unwrap();
@@ -129,11 +124,7 @@ async fn a_customers_export_holds_everything_about_them_as_json_or_ndjson() {
 
 #[tokio::test]
 async fn exports_and_the_audit_log_are_for_the_orgs_admins_only() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let (customer, _) = customer_with_history(&app, &org).await;
     let expert = app.member(Some(org.id), Role::Expert).await;
@@ -141,20 +132,28 @@ async fn exports_and_the_audit_log_are_for_the_orgs_admins_only() {
     let export = format!("/customers/{customer}/export");
     for token in [&expert.token, &stranger.token] {
         assert_eq!(
-            get_raw(&app, token, &export, "application/json")
+            app.pod(0)
+                .as_user(token)
+                .get_accepting(&export, "application/json")
                 .await
                 .status(),
             403
         );
         let own_org = format!("/audit?org_id={}", org.id);
         assert_eq!(
-            get_raw(&app, token, &own_org, "text/csv").await.status(),
+            app.pod(0)
+                .as_user(token)
+                .get_accepting(&own_org, "text/csv")
+                .await
+                .status(),
             403
         );
     }
     // The expert administers no org at all; the stranger sees only their own org's rows.
     assert_eq!(
-        get_raw(&app, &expert.token, "/audit", "application/json")
+        app.pod(0)
+            .as_user(&expert.token)
+            .get_accepting("/audit", "application/json")
             .await
             .status(),
         403
@@ -171,7 +170,9 @@ async fn exports_and_the_audit_log_are_for_the_orgs_admins_only() {
     );
     let unknown = format!("/customers/{}/export", Uuid::new_v4());
     assert_eq!(
-        get_raw(&app, &org.token, &unknown, "application/json")
+        app.pod(0)
+            .as_user(&org.token)
+            .get_accepting(&unknown, "application/json")
             .await
             .status(),
         404
@@ -180,11 +181,7 @@ async fn exports_and_the_audit_log_are_for_the_orgs_admins_only() {
 
 #[tokio::test]
 async fn the_audit_log_pages_filters_and_streams_as_csv_and_ndjson() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     customer_with_history(&app, &org).await;
     let admin = app.pod(0).as_user(&org.token);
@@ -226,7 +223,11 @@ async fn the_audit_log_pages_filters_and_streams_as_csv_and_ndjson() {
     let (_, none) = admin.get(future).await;
     assert_eq!(none["items"], json!([]));
 
-    let csv = get_raw(&app, &org.token, "/audit", "text/csv").await;
+    let csv = app
+        .pod(0)
+        .as_user(&org.token)
+        .get_accepting("/audit", "text/csv")
+        .await;
     assert_eq!(csv.status(), 200);
     assert!(
         csv.headers()["content-type"]
@@ -241,13 +242,14 @@ async fn the_audit_log_pages_filters_and_streams_as_csv_and_ndjson() {
     assert!(lines[1..].iter().all(|l| l.starts_with('"')), "{text}");
     assert!(text.contains("\"conversation.note_added\""));
 
-    let ndjson = get_raw(
-        &app,
-        &org.token,
-        "/audit?action=conversation.note_added",
-        "application/x-ndjson",
-    )
-    .await;
+    let ndjson = app
+        .pod(0)
+        .as_user(&org.token)
+        .get_accepting(
+            "/audit?action=conversation.note_added",
+            "application/x-ndjson",
+        )
+        .await;
     let text = ndjson.text().await.unwrap();
     let rows: Vec<Value> = text
         .lines()
@@ -284,11 +286,7 @@ fn peak_rss_kb() -> u64 {
 
 #[tokio::test]
 async fn the_export_of_a_customer_with_100_000_messages_streams_in_bounded_memory() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let (customer, conversation) = customer_with_history(&app, &org).await;
     // 100 000 messages of about 1 kB each: some 100 MB of export.
@@ -306,13 +304,14 @@ async fn the_export_of_a_customer_with_100_000_messages_streams_in_bounded_memor
     pool.close().await;
 
     let before = peak_rss_kb();
-    let mut response = get_raw(
-        &app,
-        &org.token,
-        &format!("/customers/{customer}/export"),
-        "application/x-ndjson",
-    )
-    .await;
+    let mut response = app
+        .pod(0)
+        .as_user(&org.token)
+        .get_accepting(
+            &format!("/customers/{customer}/export"),
+            "application/x-ndjson",
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let (mut bytes, mut lines) = (0usize, 0usize);
     while let Some(chunk) = response.chunk().await.unwrap() {

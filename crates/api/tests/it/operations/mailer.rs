@@ -1,9 +1,9 @@
 //! System mail over SMTP, end to end: the mailer as the configuration builds it, against
 //! a fake server that speaks enough SMTP for lettre (`switchboard_testing::FakeSmtp`).
-//! Resend's side is tested in `switchboard_channels::mail` with wiremock.
+//! Resend's side is tested in `switchboard_channels::system_mail` with wiremock.
 
 use std::collections::HashMap;
-use switchboard_channels::mail::{Mail, MailError, Mailer, Via};
+use switchboard_channels::system_mail::{Mail, MailError, Mailer, Via};
 use switchboard_testing::fake_smtp::Stage;
 use switchboard_testing::{FakeSmtp, JWT_SECRET, config_from};
 

@@ -12,15 +12,6 @@ use switchboard_testing::{
 };
 use tokio::io::AsyncWriteExt;
 
-async fn get_as(pod: &TestPod, path: &str, client_ip: &str) -> reqwest::Response {
-    pod.client
-        .get(pod.url(path))
-        .header("x-forwarded-for", client_ip)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_limit_of_100_per_ten_minutes_holds_across_two_pods() {
     let app = TestApp::builder()
@@ -39,12 +30,18 @@ async fn a_limit_of_100_per_ten_minutes_holds_across_two_pods() {
             .map(|i| {
                 let pod = if i % 2 == 0 { a } else { b };
                 let ip = ip.clone();
-                async move { get_as(pod, "/auth/me", &ip).await.status().as_u16() }
+                async move {
+                    pod.forwarded_for(&ip)
+                        .get("/auth/me")
+                        .await
+                        .status()
+                        .as_u16()
+                }
             })
             .buffer_unordered(20)
             .collect()
             .await;
-        let r = get_as(b, "/auth/me", &ip).await;
+        let r = b.forwarded_for(&ip).get("/auth/me").await;
         if started.elapsed() > Duration::from_millis(5500) {
             continue;
         }
@@ -59,10 +56,16 @@ async fn a_limit_of_100_per_ten_minutes_holds_across_two_pods() {
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["code"], "rate_limit");
         // And on the other pod too; another client is not affected.
-        assert_eq!(get_as(a, "/auth/me", &ip).await.status(), 429);
-        assert_eq!(get_as(a, "/auth/me", "198.51.100.1").await.status(), 401);
+        assert_eq!(a.forwarded_for(&ip).get("/auth/me").await.status(), 429);
+        assert_eq!(
+            a.forwarded_for("198.51.100.1")
+                .get("/auth/me")
+                .await
+                .status(),
+            401
+        );
         // Health checks are never limited.
-        assert_eq!(get_as(a, "/health", &ip).await.status(), 200);
+        assert_eq!(a.forwarded_for(&ip).get("/health").await.status(), 200);
         return;
     }
     panic!("three runs of 101 requests each took longer than 5.5 s");

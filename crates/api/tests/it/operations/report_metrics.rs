@@ -114,7 +114,11 @@ async fn report_metrics_count_a_fixed_dataset() {
 
     let url =
         |from: &str, to: &str| format!("/reports/metrics?org_id={}&from={from}&to={to}", org.id);
-    let (status, m) = admin_get(&app, &org.token, &url("2026-11-10", "2026-11-11")).await;
+    let (status, m) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&url("2026-11-10", "2026-11-11"))
+        .await;
     assert_eq!(status, 200, "{m}");
     assert_eq!(m["time_zone"], "UTC");
     assert_eq!(m["sla_minutes"], 60);
@@ -146,7 +150,11 @@ async fn report_metrics_count_a_fixed_dataset() {
     assert_eq!(experts[1]["releases"], 1);
 
     // A range without activity: empty lists, not an error.
-    let (status, empty) = admin_get(&app, &org.token, &url("2026-11-12", "2026-11-12")).await;
+    let (status, empty) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&url("2026-11-12", "2026-11-12"))
+        .await;
     assert_eq!(status, 200);
     for list in ["messages", "first_reply", "releases", "experts"] {
         assert_eq!(empty[list], json!([]), "{list}");
@@ -160,7 +168,11 @@ async fn report_metrics_count_a_fixed_dataset() {
         &[org.id],
     )
     .await;
-    let (_, tokyo) = admin_get(&app, &org.token, &url("2026-11-10", "2026-11-11")).await;
+    let (_, tokyo) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&url("2026-11-10", "2026-11-11"))
+        .await;
     assert_eq!(tokyo["time_zone"], "Asia/Tokyo");
     let days: Vec<(&str, &str)> = tokyo["messages"]
         .as_array()
@@ -169,7 +181,11 @@ async fn report_metrics_count_a_fixed_dataset() {
         .map(|r| (r["day"].as_str().unwrap(), r["channel"].as_str().unwrap()))
         .collect();
     assert_eq!(days, [("2026-11-10", "slack"), ("2026-11-11", "whatsapp")]);
-    let (_, one_day) = admin_get(&app, &org.token, &url("2026-11-10", "2026-11-10")).await;
+    let (_, one_day) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&url("2026-11-10", "2026-11-10"))
+        .await;
     assert_eq!(
         one_day["messages"].as_array().unwrap().len(),
         1,
@@ -177,10 +193,6 @@ async fn report_metrics_count_a_fixed_dataset() {
     );
     assert_eq!(one_day["first_reply"][0]["customer_messages"], 4);
     pool.close().await;
-}
-
-async fn admin_get(app: &TestApp, token: &str, path: &str) -> (u16, Value) {
-    app.pod(0).as_user(token).get(path).await
 }
 
 #[tokio::test]
@@ -191,12 +203,12 @@ async fn report_metrics_are_for_the_orgs_admins_and_refuse_bad_ranges() {
     let expert = app.member(Some(org.id), Role::Expert).await;
     let path = format!("/reports/metrics?org_id={}", org.id);
     // Another org's admin and the org's own expert: 403; no token: 401.
-    assert_eq!(admin_get(&app, &other.token, &path).await.0, 403);
-    assert_eq!(admin_get(&app, &expert.token, &path).await.0, 403);
+    assert_eq!(app.pod(0).as_user(&other.token).get(&path).await.0, 403);
+    assert_eq!(app.pod(0).as_user(&expert.token).get(&path).await.0, 403);
     assert_eq!(app.pod(0).status(&path).await, 401);
 
     // No range: the last seven days, today included.
-    let (status, m) = admin_get(&app, &org.token, &path).await;
+    let (status, m) = app.pod(0).as_user(&org.token).get(&path).await;
     assert_eq!(status, 200, "{m}");
     let day =
         |v: &Value| chrono::NaiveDate::parse_from_str(v.as_str().unwrap(), "%Y-%m-%d").unwrap();
@@ -211,35 +223,40 @@ async fn report_metrics_are_for_the_orgs_admins_and_refuse_bad_ranges() {
         "&to=2026-13-01",
     ];
     for q in bad {
-        let (status, body) = admin_get(&app, &org.token, &format!("{path}{q}")).await;
+        let (status, body) = app
+            .pod(0)
+            .as_user(&org.token)
+            .get(&format!("{path}{q}"))
+            .await;
         assert_eq!(status, 422, "{q}: {body}");
         assert_eq!(body["code"], "validation_failed", "{q}: {body}");
     }
-    assert_eq!(admin_get(&app, &org.token, "/reports/metrics").await.0, 422);
+    assert_eq!(
+        app.pod(0)
+            .as_user(&org.token)
+            .get("/reports/metrics")
+            .await
+            .0,
+        422
+    );
     // 92 days is the most (1 January to 2 April, both included).
-    let (status, _) = admin_get(
-        &app,
-        &org.token,
-        &format!("{path}&from=2026-01-01&to=2026-04-03"),
-    )
-    .await;
+    let (status, _) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&format!("{path}&from=2026-01-01&to=2026-04-03"))
+        .await;
     assert_eq!(status, 422);
-    let (status, body) = admin_get(
-        &app,
-        &org.token,
-        &format!("{path}&from=2026-01-01&to=2026-04-02"),
-    )
-    .await;
+    let (status, body) = app
+        .pod(0)
+        .as_user(&org.token)
+        .get(&format!("{path}&from=2026-01-01&to=2026-04-02"))
+        .await;
     assert_eq!(status, 200, "{body}");
 }
 
 #[tokio::test]
 async fn report_metrics_sla_minutes_set_the_deadline_of_new_items() {
-    let app = TestApp::builder()
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().fakes().build().await;
     let org = app.org().await;
     let expert = app.member(Some(org.id), Role::Expert).await;
     let admin = || app.pod(0).as_user(&org.token);

@@ -107,8 +107,7 @@ async fn counts(app: &TestApp, org: Uuid) -> Vec<i64> {
 async fn one_retention_slot_across_three_pods_removes_what_is_past_the_window_and_nothing_else() {
     let app = TestApp::builder()
         .pods(3)
-        .fake_agent()
-        .fake_provider()
+        .fakes()
         .env("SCHEDULE_ORG_RETENTION", "* * * * * *")
         .build()
         .await;

@@ -172,12 +172,7 @@ async fn notes_are_stored_listed_audited_and_pushed_live_to_an_expert_on_another
 
 #[tokio::test]
 async fn notes_never_reach_the_customer_nor_the_agent() {
-    let app = TestApp::builder()
-        .pods(2)
-        .fake_agent()
-        .fake_provider()
-        .build()
-        .await;
+    let app = TestApp::builder().pods(2).fakes().build().await;
     let (a, b) = (app.pod(0), app.pod(1));
     let org = app.org().await;
     let expert = app.member(Some(org.id), Role::Expert).await;

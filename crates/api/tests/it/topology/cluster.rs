@@ -36,8 +36,7 @@ fn on_cluster(cluster: &RedisCluster) -> TestAppBuilder {
 async fn two_pods_on(cluster: &RedisCluster) -> TestApp {
     on_cluster(cluster)
         .pods(2)
-        .fake_agent()
-        .fake_provider()
+        .fakes()
         .pod_env(0, "WORKER_CONCURRENCY", "0")
         .build()
         .await

@@ -6,7 +6,8 @@ use switchboard_domain::ChannelKind;
 const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 const WEBHOOK_ID: &str = "msg_2abc";
 
-const RECEIVED: &str = r#"{"type":"email.received","created_at":"2026-02-22T23:41:12.126Z","data":{"email_id":"5676-ff6f","from":"Ada Lovelace <Ada@Example.com>","to":["support@acme.test"],"message_id":"<CAF123@mail.example.com>","subject":"Where is my order?","text":"It has been a week."}}"#;
+/// A received email with a text body, the first of the property tests' shapes.
+const RECEIVED: &str = crate::email::proptests::BASES[0];
 
 fn secrets() -> Value {
     json!({"webhook_secret": format!("whsec_{}", b64(KEY)), "api_key": "re_1", "from_address": "s@acme.test"})
@@ -138,7 +139,10 @@ fn signed_garbage_is_malformed() {
 
 #[test]
 fn message_id_from_headers_and_html_body() {
-    let body = r#"{"type":"email.received","data":{"from":"bob@x.io","subject":"Re: hi","headers":{"Message-ID":"<m2@x.io>"},"html":"<p>Thanks &amp; bye</p>"}}"#;
+    let body = concat!(
+        r#"{"type":"email.received","data":{"from":"bob@x.io","subject":"Re: hi","#,
+        r#""headers":{"Message-ID":"<m2@x.io>"},"html":"<p>Thanks &amp; bye</p>"}}"#
+    );
     let e = ok(body);
     assert_eq!(e.dedup_key, "<m2@x.io>");
     let m = e.message.expect("message");
