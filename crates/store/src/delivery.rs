@@ -37,6 +37,10 @@ pub struct Claimed {
     pub attempts: i32,
     /// Names this claim in every later write.
     pub lease_id: Uuid,
+    /// The release span's trace context (the dispatch continues it).
+    pub traceparent: Option<String>,
+    /// The trace context of the message the reply answers (the dispatch links to it).
+    pub answers_traceparent: Option<String>,
 }
 
 /// The claim statement (`$1` outbox id, `$2` lease seconds): one atomic transition, so two
@@ -46,7 +50,7 @@ pub const CLAIM: &str = "UPDATE outbox
  WHERE id = $1 AND status IN ('queued', 'retry') AND next_attempt_at <= now()
    AND (locked_until IS NULL OR locked_until < now())
  RETURNING id, org_id, conversation_id, message_id, connection_id, channel, payload, parts,
-           attempts, lease_id";
+           attempts, lease_id, traceparent, answers_traceparent";
 
 /// Takes the row for `lease` if it is due and nobody holds it.
 pub async fn claim(

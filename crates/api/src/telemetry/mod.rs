@@ -44,6 +44,8 @@
 //! without `+`) are left unless their field's name removes them.
 
 mod fields;
+mod logs;
+mod otel;
 mod scrub;
 mod text;
 
@@ -59,21 +61,50 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
+pub use otel::{OtelError, Tracing};
 pub use scrub::{scrub, scrub_breadcrumb};
 
-/// Installs the global tracing subscriber; `RUST_LOG` overrides `LOG_LEVEL`.
-pub fn init_tracing(config: &Config) {
+/// Installs the global tracing subscriber; `RUST_LOG` overrides `LOG_LEVEL`. With
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, the pod's spans are also exported (see `otel`):
+/// the returned [`Tracing`] sends the last of them at exit. Must run on the pod's tokio
+/// runtime. An export that cannot be set up is reported on stderr and the pod runs
+/// without it: observability never stops the service.
+pub fn init_tracing(config: &Config) -> Option<Tracing> {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("{},sqlx=warn", config.telemetry.log_level)));
-    let registry = with_sentry(tracing_subscriber::registry().with(filter));
+    let (tracing, otel_layer) = match config
+        .trace_export()
+        .map(|e| otel::start(&e, &config.pod_id()))
+    {
+        None => (None, None),
+        Some(Ok((tracing, layer))) => (Some(tracing), Some(layer)),
+        Some(Err(e)) => {
+            eprintln!("switchboard: traces are not exported: {e}");
+            (None, None)
+        }
+    };
+    let registry = with_sentry(tracing_subscriber::registry().with(filter)).with(otel_layer);
     let result = match config.log_format() {
         LogFormat::Json => registry
-            .with(tracing_subscriber::fmt::layer().json().flatten_event(true))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .event_format(logs::WithTraceIds(
+                        tracing_subscriber::fmt::format().json().flatten_event(true),
+                    )),
+            )
             .try_init(),
         LogFormat::Pretty => registry.with(tracing_subscriber::fmt::layer()).try_init(),
     };
-    // Already installed (tests start several apps in one process): keep the first.
-    let _ = result;
+    // Already installed (tests start several apps in one process): keep the first, and
+    // the export that came with it.
+    match result {
+        Ok(()) => tracing,
+        Err(_) => {
+            tracing.map(Tracing::shutdown);
+            None
+        }
+    }
 }
 
 /// `subscriber` with what Sentry hears from tracing: `ERROR` events become Sentry events,
