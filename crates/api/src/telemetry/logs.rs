@@ -48,3 +48,62 @@ where
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::WithTraceIds;
+    use opentelemetry::trace::TracerProvider as _;
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// The JSON lines written, shared with the test.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lines").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_inside_an_exported_span_names_its_trace_and_span() {
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .event_format(WithTraceIds(
+                        tracing_subscriber::fmt::format().json().flatten_event(true),
+                    ))
+                    .with_writer(move || writer.clone()),
+            );
+        let traced = tracing::subscriber::with_default(subscriber, || {
+            tracing::info!("outside");
+            let span = tracing::info_span!("webhook");
+            let _entered = span.enter();
+            tracing::info!(channel = "slack", "inside");
+            switchboard_domain::trace::of(&span).expect("an exported span")
+        });
+        let text = String::from_utf8(lines.0.lock().expect("lines").clone()).expect("utf-8");
+        let parsed: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+            .collect();
+        assert_eq!(parsed.len(), 2, "{text}");
+        assert_eq!(parsed[0]["message"], "outside");
+        assert!(parsed[0].get("trace_id").is_none(), "{text}");
+        assert_eq!(parsed[1]["message"], "inside");
+        assert_eq!(parsed[1]["channel"], "slack");
+        assert_eq!(parsed[1]["trace_id"], traced.trace_id());
+        assert_eq!(parsed[1]["span_id"], traced.span_id());
+    }
+}

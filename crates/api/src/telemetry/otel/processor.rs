@@ -68,6 +68,7 @@ impl SpanProcessor for Bounded {
         if self.queued.fetch_add(1, Ordering::AcqRel) >= self.limit {
             self.queued.fetch_sub(1, Ordering::AcqRel);
             metrics::counter!("trace_spans_dropped_total").increment(1);
+            metrics::gauge!("trace_spans_queued").set(self.limit as f64);
             return;
         }
         scrub(&mut span);
@@ -255,7 +256,10 @@ mod tests {
                 "/webhooks/slack/0b6f3c52-3b8e-4f53-a7c5-1d6e2b7c9a10",
             ),
             KeyValue::new("reason", "mail to bob@example.org bounced"),
-            KeyValue::new("summary", "echo of hunter2-long-secret and +1 500 555 0001"),
+            KeyValue::new(
+                "summary",
+                "echo: customer says hunter2-long-secret, and +1 500 555 0001",
+            ),
             KeyValue::new("fallback", true),
             KeyValue::new("attempt", 3),
         ]);
