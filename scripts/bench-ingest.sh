@@ -44,6 +44,13 @@
 #        closed loop against Switchboard with the webhook limit off, enforcing, and in shadow
 #        mode, at a limit no run reaches (10^8 a minute), so every webhook pays for the shared
 #        GCRA script and none is refused.
+#        BENCH_TRACING="off ratio10 down" runs only the trace export's cost instead: for each
+#        of BENCH_ROUNDS rounds, the closed loop against Switchboard with each mode in turn
+#        (alternating, so drift hits every mode): no OTEL_EXPORTER_OTLP_ENDPOINT; a 10 %
+#        parent-based sampler exporting to a local sink that accepts every export; and the
+#        same sampler with every span recorded (always_on) against a collector that is down
+#        (a closed port). The summary gives each mode's median, min and max of throughput,
+#        p99 and CPU per webhook (docs/PERFORMANCE.md: within 5 % of off at 10 %).
 # Results: one JSON line per probe, closed loop and summary in .dev/bench/ingest.jsonl.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
@@ -306,6 +313,56 @@ PY
   between_probes
   sleep 2
 }
+
+if [ -n "${BENCH_TRACING:-}" ]; then
+  # A collector that accepts every export at once: what a healthy sidecar costs the pods.
+  sink_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 - "$sink_port" <<'PY' &
+import http.server, sys
+class Sink(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200); self.send_header("content-length", "0"); self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+PY
+  sink=$!
+  trap 'kill "$sink" 2>/dev/null || :' EXIT
+  for round in $(seq "$ROUNDS"); do
+    for mode in $BENCH_TRACING; do
+      case $mode in
+        off) set -- OTEL_EXPORTER_OTLP_ENDPOINT= ;;
+        ratio10) set -- OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port" \
+          OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.1 ;;
+        down) set -- OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9 OTEL_TRACES_SAMPLER=always_on ;;
+        *) die "BENCH_TRACING: unknown mode $mode" ;;
+      esac
+      restart_pods "$@" WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0
+      closed_loop switchboard "$round" "tracing:$mode"
+    done
+  done
+  python3 - "$OUT" <<'PY' | tee -a "$OUT"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if r.get("kind") == "closed" and str(r.get("limiter", "")).startswith("tracing:")]
+def spread(values):
+    values = [v for v in values if v is not None]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values} if values else None
+by_mode = {}
+for r in rows:
+    by_mode.setdefault(r["limiter"][len("tracing:"):], []).append(r)
+summary = {"kind": "tracing_summary", "modes": {}}
+for mode, rs in by_mode.items():
+    summary["modes"][mode] = {
+        "achieved_rps": spread([r.get("achieved_rps") for r in rs]),
+        "p99_ms": spread([r.get("p99_ms") for r in rs]),
+        "service_cpu_us_per_req": spread([r.get("service_cpu_us_per_req") for r in rs]),
+    }
+print(json.dumps(summary))
+PY
+  exit 0
+fi
 
 if [ -n "${BENCH_LIMITER:-}" ]; then
   for mode in $BENCH_LIMITER; do

@@ -12,6 +12,9 @@ use switchboard_coord::Redis;
 use switchboard_coord::breaker::{Breaker, BreakerConfig};
 use switchboard_domain::Author;
 use switchboard_domain::backoff::Backoff;
+use switchboard_domain::trace;
+use tracing::Instrument;
+use tracing::field::Empty;
 use url::Url;
 use uuid::Uuid;
 
@@ -210,9 +213,46 @@ impl AgentClient {
         history: &[ChatLine],
     ) -> Result<Draft, AgentError> {
         let url = self.url.as_ref().ok_or(AgentError::NotConfigured)?;
+        // The agent is told the trace (`traceparent`) so that its own spans join it.
+        let span = tracing::info_span!(
+            "agent_call",
+            otel.kind = "client",
+            agent.mode = self.mode.as_str(),
+            attempt = Empty,
+            outcome = Empty,
+            http.response.status_code = Empty,
+            otel.status_code = Empty,
+        );
+        let drafted = self
+            .attempts(url, org_id, conversation_id, history)
+            .instrument(span.clone())
+            .await;
+        span.record(
+            "outcome",
+            match &drafted {
+                Ok(_) => "drafted",
+                Err(AgentError::BreakerOpen) => "breaker_open",
+                Err(_) => "failed",
+            },
+        );
+        if drafted.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
+        drafted
+    }
+
+    /// [`AgentClient::draft`]'s attempts, in its span.
+    async fn attempts(
+        &self,
+        url: &Url,
+        org_id: Uuid,
+        conversation_id: Uuid,
+        history: &[ChatLine],
+    ) -> Result<Draft, AgentError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            tracing::Span::current().record("attempt", attempt);
             // A breaker Redis cannot answer is treated as closed: the agent call is the work.
             if self.breaker.is_open().await.unwrap_or(false) {
                 return Err(AgentError::BreakerOpen);
@@ -272,11 +312,16 @@ impl AgentClient {
             Some(key) => request.bearer_auth(key.expose_secret()),
             None => request,
         };
+        let request = match trace::current() {
+            Some(parent) => request.header(trace::HEADER, parent.to_string()),
+            None => request,
+        };
         let response = request
             .send()
             .await
             .map_err(|e| CallError::Transport(e.without_url()))?;
         let status = response.status();
+        tracing::Span::current().record("http.response.status_code", status.as_u16());
         if !status.is_success() {
             return Err(CallError::Status(status));
         }

@@ -139,6 +139,7 @@ fn across(c: &Config, broken: &mut Vec<String>) {
 /// Values with a syntax of their own: the key lists and the rate limits.
 fn syntax(c: &Config, broken: &mut Vec<String>) {
     crate::keys::check(c, broken);
+    crate::traces::check(c, broken);
     for (name, spec) in &c.rate_limit.policies {
         if let Err(m) = crate::parse_rate(spec) {
             broken.push(format!("{} {m}", env::table_var("RATE_LIMIT_", name)));

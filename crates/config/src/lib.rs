@@ -20,6 +20,7 @@ mod rate;
 mod redact;
 pub mod sections;
 mod tls;
+mod traces;
 
 pub use env::{Known, known_variable};
 pub use load::{ConfigError, load, load_from};
@@ -31,6 +32,7 @@ pub use sections::Config;
 pub use tls::{
     PgTls, PoolerMode, RedisAuth, RedisEndpoint, RedisShape, RedisTls, SentinelSettings, TlsMode,
 };
+pub use traces::{OtlpProtocol, Root, SamplerName, Sampling, TraceExport};
 
 use serde::Deserialize;
 use switchboard_domain::ChannelKind;
@@ -77,6 +79,16 @@ pub enum AgentMode {
     Switchboard,
     /// Any OpenAI-compatible `POST {AGENT_URL}/v1/chat/completions` endpoint.
     Openai,
+}
+
+impl AgentMode {
+    /// Its `AGENT_MODE` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentMode::Switchboard => "switchboard",
+            AgentMode::Openai => "openai",
+        }
+    }
 }
 
 /// Log output format.

@@ -5,6 +5,7 @@
 //! in `invariants.rs`, checked once at load.
 
 use crate::env::settings;
+use crate::traces::{OtlpProtocol, SamplerName};
 use crate::{
     AgentMode, AppEnv, LogFormat, PoolerMode, RATE_LIMIT_POLICIES, SCHEDULED_JOBS, Switch, TlsMode,
 };
@@ -180,6 +181,33 @@ settings! {
             sentry_dsn: Option<SecretString> = Secret("SENTRY_DSN"),
             /// Serve `/metrics` on this address instead of the API port.
             metrics_addr: Option<SocketAddr> = Text("METRICS_ADDR"),
+        },
+        /// OpenTelemetry trace export (docs/OPERATIONS.md, "Tracing"): the standard `OTEL_*`
+        /// variables, read through [`Config::trace_export`]; off without an endpoint.
+        traces: Traces {
+            /// The collector: `http://host:4318` for `http/protobuf` (`/v1/traces` is
+            /// appended), `http://host:4317` for `grpc`. Unset: no export at all.
+            endpoint: Option<Url> = Text("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            /// `http/protobuf` or `grpc`.
+            protocol: OtlpProtocol = Text("OTEL_EXPORTER_OTLP_PROTOCOL"),
+            /// `key=value,…` headers sent with every export; a secret (an API key, usually).
+            headers: Option<SecretString> = Secret("OTEL_EXPORTER_OTLP_HEADERS"),
+            /// Longest wait for one export, in milliseconds (the standard variable's unit).
+            timeout_ms: u64 = Value("OTEL_EXPORTER_OTLP_TIMEOUT"),
+            /// `service.name` of every span.
+            service_name: String = Text("OTEL_SERVICE_NAME"),
+            /// Which traces are recorded: `always_on`, `always_off`, `traceidratio`,
+            /// `parentbased_always_on`, `parentbased_always_off`, `parentbased_traceidratio`.
+            sampler: SamplerName = Text("OTEL_TRACES_SAMPLER"),
+            /// The ratio of the `*traceidratio` samplers, from 0 to 1 (default 1).
+            sampler_arg: Option<String> = Text("OTEL_TRACES_SAMPLER_ARG"),
+            /// `key=value,…` resource attributes added to every span's resource.
+            resource_attributes: String = Text("OTEL_RESOURCE_ATTRIBUTES"),
+            /// Finished spans held while the collector is slow or away; beyond it spans are
+            /// dropped and counted (`trace_spans_dropped_total`).
+            queue_size: usize = Value("OTEL_BSP_MAX_QUEUE_SIZE"),
+            /// Longest a finished span waits before its batch is sent, in milliseconds.
+            schedule_delay_ms: u64 = Value("OTEL_BSP_SCHEDULE_DELAY"),
         },
         /// The queue workers of this pod.
         workers: Workers {

@@ -2,22 +2,40 @@
 //! read by the other, so renaming a field is a compile error rather than a job failing at
 //! run time.
 
+use crate::trace::TraceParent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-/// The `channel-inbound` job: only the inbox id; everything else is read from Postgres.
+/// The `channel-inbound` job: the inbox id, and the webhook's trace for the job to
+/// continue; everything else is read from Postgres.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InboundJob {
     /// `inbound_events.id`.
     pub event_id: Uuid,
+    /// The webhook span's context (`inbound_events.traceparent`), when tracing is on. Left
+    /// out of the JSON when none, so pods of the previous release read the payload as before.
+    #[serde(
+        default,
+        deserialize_with = "crate::trace::lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub traceparent: Option<TraceParent>,
 }
 
-/// The `channel-outbound` job: only the outbox id; the row is the truth.
+/// The `channel-outbound` job: the outbox id, and the release's trace for the dispatch to
+/// continue; the row is the truth.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutboundJob {
     /// `outbox.id`.
     pub outbox_id: Uuid,
+    /// The release span's context (`outbox.traceparent`), when tracing is on.
+    #[serde(
+        default,
+        deserialize_with = "crate::trace::lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub traceparent: Option<TraceParent>,
 }
 
 /// What the webhook path stores in `inbound_events.payload` and the inbound job reads.

@@ -49,6 +49,7 @@ use switchboard_domain::events::{
 };
 use switchboard_domain::faults::{Faults, Injected, Step};
 use switchboard_domain::queue_state::Transition;
+use switchboard_domain::trace;
 use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
@@ -412,7 +413,7 @@ async fn carry_out(
         // The id is chosen here and `created_at` is the transaction's time, so the events
         // below name the message without reading it back.
         let message_id = Uuid::new_v4();
-        let outbox_id = outbox::insert_reply(
+        let inserted = outbox::insert_reply(
             &mut *tx,
             NewReply {
                 message_id,
@@ -424,6 +425,9 @@ async fn carry_out(
             },
         )
         .await?;
+        // The release is a trace of its own (the request's), linked to the event's.
+        trace::link(&tracing::Span::current(), inserted.answers_trace.as_ref());
+        let outbox_id = inserted.outbox_id;
         faults.check(Step::AfterOutbox).await?;
         let summary = MessageSummary {
             id: message_id,

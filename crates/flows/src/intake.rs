@@ -11,6 +11,7 @@ use std::sync::Arc;
 use switchboard_coord::Redis;
 use switchboard_coord::dedup::{self, Seen};
 use switchboard_domain::faults::Faults;
+use switchboard_domain::jobs::InboundJob;
 use switchboard_domain::periodic;
 use switchboard_jobs::queue::InboundQueue;
 use switchboard_store::inbox::{self, NewEvent};
@@ -212,22 +213,25 @@ impl Writer {
         claimed: Vec<bool>,
         outcomes: Vec<inbox::RowOutcome>,
     ) {
-        // 3. Enqueue after the commit; the sweeper covers a failed push.
-        let jobs: Vec<Uuid> = outcomes
+        // 3. Enqueue after the commit; the sweeper covers a failed push. Each job carries
+        // its webhook's trace, for whichever pod runs it.
+        let jobs: Vec<InboundJob> = outcomes
             .iter()
             .zip(events)
             .filter_map(|(outcome, e)| {
-                outcome
-                    .as_ref()
-                    .ok()
-                    .copied()
-                    .flatten()
+                let event_id = outcome.as_ref().ok().copied().flatten();
+                event_id
                     .filter(|_| !e.processed)
+                    .map(|event_id| InboundJob {
+                        event_id,
+                        traceparent: e.traceparent,
+                    })
             })
             .collect();
         if !jobs.is_empty() {
-            if let Err(e) = self.queue.push_events(&jobs).await {
-                tracing::warn!(count = jobs.len(), error = %e, "enqueue failed; the inbox sweeper will pick these up");
+            let count = jobs.len();
+            if let Err(e) = self.queue.push_many(jobs).await {
+                tracing::warn!(count, error = %e, "enqueue failed; the inbox sweeper will pick these up");
             }
         }
         let mut stored = Vec::with_capacity(scopes.len());

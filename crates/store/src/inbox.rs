@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 use switchboard_domain::ChannelKind;
 use switchboard_domain::backoff::Backoff;
+use switchboard_domain::trace::TraceParent;
 use uuid::Uuid;
 
 pub use switchboard_domain::InboundStatus as EventStatus;
@@ -37,6 +38,8 @@ pub struct InboundEvent {
     /// The holder of the current (or last) claim: every later write of the job that claimed
     /// it names this token, so a job whose lease was taken over changes nothing.
     pub claim_token: Option<Uuid>,
+    /// The webhook span's W3C trace context, when tracing was on: the job continues it.
+    pub traceparent: Option<String>,
 }
 
 /// An event to add to the inbox.
@@ -54,6 +57,8 @@ pub struct NewEvent {
     pub payload: Value,
     /// Store it as already handled (nothing to process).
     pub processed: bool,
+    /// The webhook span's trace context, stored for the job and the journey.
+    pub traceparent: Option<TraceParent>,
 }
 
 /// Inserts many events in one statement and one commit; for each input, the new id or
@@ -71,6 +76,10 @@ pub async fn insert_batch(
     let mut conns = Vec::with_capacity(events.len());
     let mut channels = Vec::with_capacity(events.len());
     let mut done = Vec::with_capacity(events.len());
+    let traces: Vec<Option<String>> = events
+        .iter()
+        .map(|e| e.traceparent.map(|t| t.to_string()))
+        .collect();
     let keys: Vec<Cow<'_, str>> = events.iter().map(|e| strip_nul_str(&e.dedup_key)).collect();
     let cleaned: Vec<Option<Value>> = events
         .iter()
@@ -86,10 +95,12 @@ pub async fn insert_batch(
     }
     let key_refs: Vec<&str> = keys.iter().map(|k| k.as_ref()).collect();
     let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
-        "INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload, processed_at)
-         SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END
-         FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::bool[])
-              AS t(o, c, ch, k, p, d)
+        "INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload, processed_at,
+                                     traceparent)
+         SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END, tp
+         FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::bool[],
+                     $7::text[])
+              AS t(o, c, ch, k, p, d, tp)
          WHERE NOT EXISTS (SELECT 1 FROM inbound_tombstones tb
                            WHERE tb.connection_id = t.c
                              AND tb.dedup_sha256 = sha256(convert_to(t.k, 'UTF8')))
@@ -102,6 +113,7 @@ pub async fn insert_batch(
     .bind(&key_refs)
     .bind(&payloads)
     .bind(&done)
+    .bind(&traces)
     .fetch_all(pool)
     .await
     ?;
@@ -210,7 +222,7 @@ pub const CLAIM: &str = concat!(
        AND (locked_until IS NULL OR locked_until < now())
        AND (retry_at IS NULL OR retry_at <= now())
      RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at, retry_at,
-               claim_token"
+               claim_token, traceparent"
 );
 
 /// Extends the lease of an event that is still being processed by the claim `token` names;
@@ -238,7 +250,7 @@ pub async fn renew(
 pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<InboundEvent>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT id, org_id, connection_id, channel, dedup_key, payload, processed_at, retry_at,
-                claim_token
+                claim_token, traceparent
          FROM inbound_events WHERE id = $1",
     )
     .bind(id)

@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use std::sync::LazyLock;
 use switchboard_domain::jobs::InboxMessage;
 use switchboard_domain::queue_state::Transition;
+use switchboard_domain::trace::TraceParent;
 use switchboard_domain::{Author, ChannelKind};
 use uuid::Uuid;
 
@@ -29,6 +30,9 @@ pub struct MessageRow {
     pub message_id: Uuid,
     /// Its entry in the conversation's history.
     pub entry: Value,
+    /// The storing job's span context (in the inbound event's trace): a reply answering
+    /// this message links its own trace to it.
+    pub traceparent: Option<TraceParent>,
 }
 
 /// What storing a customer message found and did.
@@ -71,7 +75,8 @@ pub struct StoredMessage {
 /// Arrays, one element per row: `$1` org, `$2` channel, `$3` customer external id, `$4`
 /// display name, `$5` connection, `$6` text, `$7` channel message id, `$8` reply-to, `$9`
 /// the new message's id, `$10` its history entry; `$11` how many entries the history keeps,
-/// `$12` how many recent messages to return. Returns, per row in input order, the
+/// `$12` how many recent messages to return; `$13` (an array) the storing job's trace
+/// context. Returns, per row in input order, the
 /// conversation, the message (new or earlier), whether it is new, the earlier message's
 /// draft fallback flag, and the conversation's last `$12` messages before this one (authors
 /// and bodies, oldest first).
@@ -81,11 +86,12 @@ static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
          input AS (
            SELECT t.org_id, t.channel::channel_kind AS channel, t.external_id, t.display_name,
                   t.connection_id, t.body, t.channel_message_id, t.reply_to, t.message_id,
-                  t.entry, t.n
+                  t.entry, t.traceparent, t.n
            FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::text[],
-                       $7::text[], $8::jsonb[], $9::uuid[], $10::jsonb[])
+                       $7::text[], $8::jsonb[], $9::uuid[], $10::jsonb[], $13::text[])
              WITH ORDINALITY AS t(org_id, channel, external_id, display_name, connection_id,
-                                  body, channel_message_id, reply_to, message_id, entry, n)
+                                  body, channel_message_id, reply_to, message_id, entry,
+                                  traceparent, n)
          ), earlier AS (
            SELECT i.n, m.id, d.fallback FROM input i
            JOIN messages m ON m.org_id = i.org_id AND m.channel = i.channel
@@ -132,9 +138,10 @@ static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
            SELECT c.n, v.id FROM customer c JOIN conversation v ON v.customer_id = c.id
          ), message AS (
            INSERT INTO messages (id, org_id, conversation_id, direction, author, body, channel,
-                                 channel_message_id, reply_to)
+                                 channel_message_id, reply_to, traceparent)
            SELECT i.message_id, i.org_id, v.id, 'inbound'::message_direction,
-                  'customer'::message_author, i.body, i.channel, i.channel_message_id, i.reply_to
+                  'customer'::message_author, i.body, i.channel, i.channel_message_id, i.reply_to,
+                  i.traceparent
            FROM input i JOIN conv v ON v.n = i.n
            WHERE NOT EXISTS (SELECT 1 FROM earlier e WHERE e.n = i.n)
            RETURNING id, conversation_id
@@ -230,6 +237,11 @@ pub async fn store_batch(
         .bind(rows.iter().map(|r| &r.entry).collect::<Vec<_>>())
         .bind(history_len)
         .bind(recent)
+        .bind(
+            rows.iter()
+                .map(|r| r.traceparent.map(|t| t.to_string()))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(db)
         .await
 }

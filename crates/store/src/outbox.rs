@@ -19,6 +19,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use std::time::Duration;
 use switchboard_domain::backoff::Backoff;
 use switchboard_domain::{Author, ChannelKind, DeliveryStatus, Event};
+use switchboard_domain::trace::TraceParent;
 use uuid::Uuid;
 
 /// An outbound reply to store with its outbox row.
@@ -39,23 +40,36 @@ pub struct NewReply<'a> {
     pub answers: Option<Uuid>,
 }
 
+/// The outbox row [`insert_reply`] wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct Inserted {
+    /// Its id, the `channel-outbound` job's argument.
+    pub outbox_id: Uuid,
+    /// The trace context of the customer message the reply answers (its inbound event's
+    /// trace), when it was traced: the release's trace links to it.
+    pub answers_trace: Option<TraceParent>,
+}
+
 /// Inserts the outbound message (delivery status `queued`, `created_at` the transaction's
-/// `now()`) and its outbox row in one statement; returns the outbox row's id. The row is
-/// addressed through the conversation's current connection, to the reply target of the
-/// customer's latest message (see `switchboard_domain::jobs::OutboxPayload`), and is unique
-/// per message (AA3).
+/// `now()`) and its outbox row in one statement. The row is addressed through the
+/// conversation's current connection, to the reply target of the customer's latest message
+/// (see `switchboard_domain::jobs::OutboxPayload`), and is unique per message (AA3). It
+/// keeps the trace context of the span writing it (the release's, for the dispatch to
+/// continue) and of the message it answers (for the link back to the event's trace).
 pub async fn insert_reply<'e>(
     db: impl PgExecutor<'e>,
     reply: NewReply<'_>,
-) -> Result<Uuid, StoreError> {
-    sqlx::query_scalar(
+) -> Result<Inserted, StoreError> {
+    let traceparent = switchboard_domain::trace::current().map(|t| t.to_string());
+    let (outbox_id, answers): (Uuid, Option<String>) = sqlx::query_as(
         "WITH m AS (
            INSERT INTO messages (id, org_id, conversation_id, direction, author, author_user_id,
                                  body, channel, delivery_status, answers_message_id)
            SELECT $1, c.org_id, c.id, 'outbound', $3::message_author, $4, $5, c.channel, 'queued', $6
            FROM conversations c WHERE c.id = $2
            RETURNING id, org_id, conversation_id)
-         INSERT INTO outbox (org_id, conversation_id, message_id, connection_id, channel, payload)
+         INSERT INTO outbox (org_id, conversation_id, message_id, connection_id, channel, payload,
+                             traceparent, answers_traceparent)
          SELECT c.org_id, c.id, m.id, c.connection_id, c.channel,
                 jsonb_build_object(
                   'text', $5::text,
@@ -63,10 +77,11 @@ pub async fn insert_reply<'e>(
                   'reply_to', COALESCE((
                      SELECT r.reply_to FROM messages r
                      WHERE r.conversation_id = c.id AND r.direction = 'inbound' AND r.reply_to IS NOT NULL
-                     ORDER BY r.created_at DESC, r.id DESC LIMIT 1), '{}'::jsonb))
+                     ORDER BY r.created_at DESC, r.id DESC LIMIT 1), '{}'::jsonb)),
+                $7, (SELECT a.traceparent FROM messages a WHERE a.id = $6)
          FROM m JOIN conversations c ON c.id = m.conversation_id
          JOIN customers cu ON cu.id = c.customer_id
-         RETURNING id",
+         RETURNING id, answers_traceparent",
     )
     .bind(reply.message_id)
     .bind(reply.conversation_id)
@@ -74,9 +89,13 @@ pub async fn insert_reply<'e>(
     .bind(reply.user_id)
     .bind(reply.body)
     .bind(reply.answers)
+    .bind(traceparent)
     .fetch_one(db)
-    .await
-    .map_err(StoreError::from)
+    .await?;
+    Ok(Inserted {
+        outbox_id,
+        answers_trace: answers.as_deref().and_then(TraceParent::parse),
+    })
 }
 
 /// The reply the autopilot sent in `conversation_id` within `window` before now, if any:
@@ -138,6 +157,10 @@ pub struct Claimed {
     pub attempts: i32,
     /// Names this claim in every later write.
     pub lease_id: Uuid,
+    /// The release span's trace context (the dispatch continues it).
+    pub traceparent: Option<String>,
+    /// The trace context of the message the reply answers (the dispatch links to it).
+    pub answers_traceparent: Option<String>,
 }
 
 /// The claim statement (`$1` outbox id, `$2` lease seconds): one atomic transition, so two
@@ -147,7 +170,7 @@ pub const CLAIM: &str = "UPDATE outbox
  WHERE id = $1 AND status IN ('queued', 'retry') AND next_attempt_at <= now()
    AND (locked_until IS NULL OR locked_until < now())
  RETURNING id, org_id, conversation_id, message_id, connection_id, channel, payload, parts,
-           attempts, lease_id";
+           attempts, lease_id, traceparent, answers_traceparent";
 
 /// Takes the row for `lease` if it is due and nobody holds it.
 pub async fn claim(

@@ -83,7 +83,19 @@ fn main() -> ExitCode {
 
 /// One pod, step by step (`switchboard_api::pod` has each step's details).
 async fn serve(config: switchboard_config::Config) -> ExitCode {
-    telemetry::init_tracing(&config);
+    let tracing = telemetry::init_tracing(&config);
+    let code = run_pod(config).await;
+    // The spans of the drain itself are the last ones sent.
+    if let Some(tracing) = tracing {
+        tokio::task::spawn_blocking(move || tracing.shutdown())
+            .await
+            .ok();
+    }
+    code
+}
+
+/// [`serve`] once the logs and the trace export are set up.
+async fn run_pod(config: switchboard_config::Config) -> ExitCode {
     // Checks (production invariants, the connection budget, schedules), pools, state.
     let app = match App::build(config).await {
         Ok(app) => app,

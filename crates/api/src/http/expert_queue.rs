@@ -31,6 +31,7 @@ use switchboard_domain::{Author, ChannelKind, DeliveryStatus, QueueStatus, Role}
 use switchboard_flows::expert::{self, Action, ActionError, Actor, Done};
 use switchboard_flows::idempotency::{Answer, Keyed};
 use switchboard_store::expert_queue::{self, Assigned, ItemFilter, ItemRow, Order};
+use tracing::Instrument;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -552,17 +553,42 @@ async fn perform_action<T>(
         if_match,
         key: req.key(org_id, caller.user_id),
     };
-    Ok(
-        match expert::perform(&state.flows, &request, answer).await? {
-            Keyed::Ran((done, answer)) => (
-                StatusCode::OK,
-                [(axum::http::header::ETAG, etag(done.item.version))],
-                axum::Json(answer.body),
-            )
-                .into_response(),
-            Keyed::Replayed(first) => idempotency::replayed(first),
+    let span = tracing::info_span!(
+        "expert_action",
+        action = request.action.name(),
+        %org_id,
+        queue_item_id = %id,
+        outcome = tracing::field::Empty,
+    );
+    let performed = expert::perform(&state.flows, &request, answer)
+        .instrument(span.clone())
+        .await;
+    span.record("outcome", action_outcome(&performed));
+    Ok(match performed? {
+        Keyed::Ran((done, answer)) => (
+            StatusCode::OK,
+            [(axum::http::header::ETAG, etag(done.item.version))],
+            axum::Json(answer.body),
+        )
+            .into_response(),
+        Keyed::Replayed(first) => idempotency::replayed(first),
+    })
+}
+
+/// The span attribute `outcome` of an action: `unchanged` or `edited` for a reply (the
+/// draft as the agent wrote it, or not), `done`, `no_change`, `replayed` (an
+/// Idempotency-Key answered before) or `refused`.
+fn action_outcome<E>(performed: &Result<Keyed<(Done, Answer)>, E>) -> &'static str {
+    match performed {
+        Ok(Keyed::Ran((done, _))) => match &done.reply {
+            Some(reply) if reply.message.author == Author::Agent => "unchanged",
+            Some(_) => "edited",
+            None if done.changed => "done",
+            None => "no_change",
         },
-    )
+        Ok(Keyed::Replayed(_)) => "replayed",
+        Err(_) => "refused",
+    }
 }
 
 /// What an action answers (and what its Idempotency-Key replays).

@@ -22,8 +22,11 @@ use switchboard_channels::{
 };
 use switchboard_domain::ChannelKind;
 use switchboard_domain::jobs::{InboxMessage, InboxPayload};
+use switchboard_domain::trace;
 use switchboard_flows::intake::IntakeError;
 use switchboard_store::inbox::NewEvent;
+use tracing::Instrument;
+use tracing::field::Empty;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -54,6 +57,49 @@ async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
+    // The event's trace starts here (or continues the request's): its context is stored
+    // with the inbox row and travels with the job.
+    let span = tracing::info_span!(
+        "webhook",
+        channel = Empty,
+        connection_id = Empty,
+        org_id = Empty,
+        event_id = Empty,
+        outcome = Empty,
+    );
+    let request = Received {
+        channel,
+        connection_id,
+        uri,
+        headers,
+    };
+    let answer = accept(state, request, body).instrument(span.clone()).await;
+    if answer.is_err() {
+        span.record("outcome", "refused");
+    }
+    answer
+}
+
+/// A webhook request as it arrived, besides its body.
+struct Received {
+    channel: String,
+    connection_id: String,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+}
+
+/// The webhook, in its span.
+async fn accept(
+    state: AppState,
+    request: Received,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let Received {
+        channel,
+        connection_id,
+        uri,
+        headers,
+    } = request;
     let body_len = body.as_ref().map_or(0, Bytes::len);
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -71,6 +117,10 @@ async fn receive(
         .filter(|l| l.connection.channel == channel)
         .ok_or_else(unknown_connection)?;
     let connection = &loaded.connection;
+    let span = tracing::Span::current();
+    span.record("channel", channel.as_str());
+    span.record("connection_id", tracing::field::display(connection_id));
+    span.record("org_id", tracing::field::display(connection.org_id));
 
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let base = state.config.http.public_base_url.as_str();
@@ -118,6 +168,7 @@ async fn receive(
     }
     let event = match verified.map(|(verified, _)| verified) {
         Ok(Verified::Challenge(challenge)) => {
+            span.record("outcome", "challenge");
             return Ok(([(header::CONTENT_TYPE, "text/plain")], challenge).into_response());
         }
         Ok(Verified::Event(event)) => event,
@@ -159,13 +210,17 @@ async fn receive(
                 dedup_key: event.dedup_key,
                 payload,
                 processed: !has_message,
+                traceparent: trace::of(&span),
             },
             scope,
         )
         .await;
     let event_id = match submitted {
         Ok(Some(id)) => id,
-        Ok(None) => return Ok(duplicate(channel)),
+        Ok(None) => {
+            span.record("outcome", "duplicate");
+            return Ok(duplicate(channel));
+        }
         Err(IntakeError::Refused(e)) => {
             tracing::error!(error = %e, "inbound event refused by the inbox");
             return Err(ApiError::new(
@@ -183,6 +238,8 @@ async fn receive(
             ));
         }
     };
+    span.record("outcome", "accepted");
+    span.record("event_id", tracing::field::display(event_id));
     metrics::counter!("webhooks_accepted_total", "channel" => channel.as_str()).increment(1);
     Ok((
         StatusCode::OK,

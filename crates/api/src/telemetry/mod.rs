@@ -44,6 +44,8 @@
 //! without `+`) are left unless their field's name removes them.
 
 mod fields;
+mod logs;
+mod otel;
 mod scrub;
 mod text;
 
@@ -54,26 +56,68 @@ use switchboard_config::{Config, LogFormat};
 use tracing::{Level, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{LevelFilter, filter_fn};
+use tracing_subscriber::filter::{FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
+pub use otel::{OtelError, Tracing};
 pub use scrub::{scrub, scrub_breadcrumb};
 
-/// Installs the global tracing subscriber; `RUST_LOG` overrides `LOG_LEVEL`.
-pub fn init_tracing(config: &Config) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{},sqlx=warn", config.telemetry.log_level)));
-    let registry = with_sentry(tracing_subscriber::registry().with(filter));
+/// Installs the global tracing subscriber; `RUST_LOG` overrides `LOG_LEVEL`. With
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, the pod's spans are also exported (see `otel`):
+/// the returned [`Tracing`] sends the last of them at exit. Must run on the pod's tokio
+/// runtime. An export that cannot be set up is reported on stderr and the pod runs
+/// without it: observability never stops the service.
+///
+/// `LOG_LEVEL` (or `RUST_LOG`) filters what is logged and what Sentry hears, each layer
+/// with its own copy of the filter, so that it never hides the exported spans: those are
+/// chosen by the OpenTelemetry layer's own filter (our spans at `INFO`), whatever the logs'
+/// level.
+pub fn init_tracing(config: &Config) -> Option<Tracing> {
+    let level = config.telemetry.log_level.clone();
+    let logs = move || {
+        EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new(format!("{level},sqlx=warn")))
+    };
+    let (tracing, otel_layer) = match config
+        .trace_export()
+        .map(|e| otel::start(&e, &config.pod_id()))
+    {
+        None => (None, None),
+        Some(Ok((tracing, layer))) => (Some(tracing), Some(layer)),
+        Some(Err(e)) => {
+            eprintln!("switchboard: traces are not exported: {e}");
+            (None, None)
+        }
+    };
+    let registry = with_sentry(tracing_subscriber::registry(), &logs).with(otel_layer);
     let result = match config.log_format() {
         LogFormat::Json => registry
-            .with(tracing_subscriber::fmt::layer().json().flatten_event(true))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .event_format(logs::WithTraceIds(
+                        tracing_subscriber::fmt::format().json().flatten_event(true),
+                    ))
+                    .with_filter(logs()),
+            )
             .try_init(),
-        LogFormat::Pretty => registry.with(tracing_subscriber::fmt::layer()).try_init(),
+        LogFormat::Pretty => registry
+            .with(tracing_subscriber::fmt::layer().with_filter(logs()))
+            .try_init(),
     };
-    // Already installed (tests start several apps in one process): keep the first.
-    let _ = result;
+    // Already installed (tests start several apps in one process): keep the first, and
+    // the export that came with it.
+    match result {
+        Ok(()) => tracing,
+        Err(_) => {
+            if let Some(tracing) = tracing {
+                tracing.shutdown();
+            }
+            None
+        }
+    }
 }
 
 /// `subscriber` with what Sentry hears from tracing: `ERROR` events become Sentry events,
@@ -81,16 +125,21 @@ pub fn init_tracing(config: &Config) {
 /// error event, and each error would also be its own breadcrumb. The two layers are added
 /// one by one: composed with `Layer::and_then` over the registry, tracing-subscriber takes
 /// the error layer's level (ERROR) for the whole stack and breadcrumbs are never recorded.
-fn with_sentry<S>(subscriber: S) -> impl Subscriber + for<'a> LookupSpan<'a> + Send + Sync
+/// Each also passes only what `logs` (the logs' level) lets through.
+fn with_sentry<S>(
+    subscriber: S,
+    logs: &dyn Fn() -> EnvFilter,
+) -> impl Subscriber + for<'a> LookupSpan<'a> + Send + Sync + use<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
     use sentry::integrations::tracing::{BreadcrumbLayer, ErrorLayer};
     let breadcrumbs = filter_fn(|meta| matches!(*meta.level(), Level::INFO | Level::WARN))
-        .with_max_level_hint(LevelFilter::INFO);
+        .with_max_level_hint(LevelFilter::INFO)
+        .and(logs());
     subscriber
         .with(BreadcrumbLayer::new().with_filter(breadcrumbs))
-        .with(ErrorLayer::new().with_filter(LevelFilter::ERROR))
+        .with(ErrorLayer::new().with_filter(LevelFilter::ERROR.and(logs())))
 }
 
 /// Starts Sentry when `SENTRY_DSN` is set; keep the guard alive for the process lifetime.

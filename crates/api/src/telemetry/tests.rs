@@ -33,7 +33,9 @@ fn capture_with(
 ) -> Vec<Event<'static>> {
     let mut options = client_options();
     adjust(&mut options);
-    let subscriber = with_sentry(tracing_subscriber::registry());
+    let subscriber = with_sentry(tracing_subscriber::registry(), &|| {
+        tracing_subscriber::EnvFilter::new("trace")
+    });
     sentry::test::with_captured_events_options(
         || tracing::subscriber::with_default(subscriber, emit),
         options,

@@ -184,6 +184,8 @@ mod tests {
             parts: json!([]),
             attempts: 0,
             lease_id: Uuid::new_v4(),
+            traceparent: None,
+            answers_traceparent: None,
         };
         Lease::new(&row, length, claimed_at)
     }

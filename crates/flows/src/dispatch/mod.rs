@@ -166,6 +166,24 @@ pub enum Outcome {
     LeaseLost,
 }
 
+impl Outcome {
+    /// The span attribute `outcome` of the job's run.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Missing => "missing",
+            Outcome::Finished => "finished",
+            Outcome::HeldElsewhere => "held_elsewhere",
+            Outcome::NotDue => "not_due",
+            Outcome::Sent { .. } => "sent",
+            Outcome::Rescheduled { .. } => "rescheduled",
+            Outcome::Deferred { .. } => "deferred",
+            Outcome::Failed { dead: false } => "dead_lettered",
+            Outcome::Failed { dead: true } => "dead",
+            Outcome::LeaseLost => "lease_lost",
+        }
+    }
+}
+
 /// Errors of the job; the row stays unsent and is tried again (the outbox sweeper pushes it
 /// once its lease has lapsed).
 #[derive(Debug, thiserror::Error)]

@@ -29,10 +29,13 @@ use switchboard_coord::breaker::Admission;
 use switchboard_domain::ChannelKind;
 use switchboard_domain::faults::DispatchPoint;
 use switchboard_domain::jobs::OutboxPayload;
+use switchboard_domain::trace::{self, TraceParent};
 use switchboard_store::StoreError;
 use switchboard_store::connections::{self, Secrets};
 use switchboard_store::outbox::{self, Claimed, Unclaimed};
 use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
 use uuid::Uuid;
 
 /// How often a job that finds its row not yet due waits for it before giving up; the job
@@ -49,6 +52,16 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
             Unclaimed::NotDue(_) => Outcome::NotDue,
         });
     };
+    let span = tracing::Span::current();
+    span.record("org_id", tracing::field::display(row.org_id));
+    span.record("channel", row.channel.as_str());
+    span.record("connection_id", tracing::field::display(row.connection_id));
+    span.record("attempt", row.attempts + 1);
+    // A run pushed by the sweeper carries no trace: the row's release is linked instead,
+    // and the event's trace always is.
+    let traced = |t: &Option<String>| t.as_deref().and_then(TraceParent::parse);
+    trace::link(&span, traced(&row.traceparent).as_ref());
+    trace::link(&span, traced(&row.answers_traceparent).as_ref());
     let lease = Lease::new(&row, deps.dispatch.settings().lease, claimed_at);
     let prepared = match prepare(deps, &row).await? {
         Ok(prepared) => prepared,
@@ -70,7 +83,7 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
         if let Ok(Admission::Open { retry_in }) = breaker.admit().await {
             return record::deferred(deps, &lease, &row, retry_in).await;
         }
-        let sending = send_parts(deps, &lease, &row, &prepared, &mut accepted);
+        let sending = send_parts(deps, &lease, &row, &prepared, &mut accepted, attempts + 1);
         let verdict = match lease.hold(deps, sending).await? {
             Sent::All => {
                 breakers::note(&breaker, true).await;
@@ -210,6 +223,7 @@ async fn send_parts(
     row: &Claimed,
     prepared: &Prepared,
     accepted: &mut Vec<String>,
+    attempt: i32,
 ) -> Result<Sent, DispatchError> {
     let key = row.id.to_string();
     while accepted.len() < prepared.parts.len() {
@@ -229,12 +243,35 @@ async fn send_parts(
             part: index,
             parts: prepared.parts.len(),
         };
-        let outcome = deps.dispatch.providers.send_part(&request).await;
-        let kind = match &outcome {
-            PartOutcome::Accepted { .. } => "accepted",
-            PartOutcome::Retry { .. } => "retry",
-            PartOutcome::Permanent { .. } => "permanent",
+        let call = tracing::info_span!(
+            "provider_call",
+            otel.kind = "client",
+            channel = row.channel.as_str(),
+            part = index,
+            parts = prepared.parts.len(),
+            attempt,
+            outcome = Empty,
+            http.response.status_code = Empty,
+            otel.status_code = Empty,
+        );
+        let outcome = deps
+            .dispatch
+            .providers
+            .send_part(&request)
+            .instrument(call.clone())
+            .await;
+        let (kind, status) = match &outcome {
+            PartOutcome::Accepted { .. } => ("accepted", None),
+            PartOutcome::Retry { status, .. } => ("retry", *status),
+            PartOutcome::Permanent { status, .. } => ("permanent", *status),
         };
+        call.record("outcome", kind);
+        if let Some(status) = status {
+            call.record("http.response.status_code", status);
+        }
+        if kind != "accepted" {
+            call.record("otel.status_code", "ERROR");
+        }
         metrics::counter!("outbound_calls_total", "channel" => row.channel.as_str(), "outcome" => kind)
             .increment(1);
         match outcome {

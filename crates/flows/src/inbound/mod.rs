@@ -37,6 +37,7 @@ use serde_json::json;
 use switchboard_channels::agent::ChatLine;
 use switchboard_channels::email::received::FetchError;
 use switchboard_domain::jobs::{InboxMessage, InboxPayload};
+use switchboard_domain::trace;
 use switchboard_domain::{Author, ChannelKind};
 use switchboard_store::StoreError;
 use switchboard_store::inbox;
@@ -78,6 +79,21 @@ pub enum Outcome {
         /// Whether the stored draft is the fallback text.
         fallback: bool,
     },
+}
+
+impl Outcome {
+    /// The span attribute `outcome` of the job's run.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Missing => "missing",
+            Outcome::AlreadyProcessed => "already_processed",
+            Outcome::HeldElsewhere => "held_elsewhere",
+            Outcome::Waiting => "waiting",
+            Outcome::NoMessage => "no_message",
+            Outcome::Drafted { fallback: false } => "drafted",
+            Outcome::Drafted { fallback: true } => "fallback",
+        }
+    }
 }
 
 /// Errors of the job; all of them leave the event unprocessed for a later run.
@@ -160,6 +176,19 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
         StoreError::Unexpected("the inbox claim returned no claim token".to_owned())
     })?;
     *claim = Some(token);
+    let span = tracing::Span::current();
+    span.record("org_id", tracing::field::display(event.org_id));
+    span.record("channel", event.channel.as_str());
+    span.record(
+        "connection_id",
+        tracing::field::display(event.connection_id),
+    );
+    // A run the sweeper or a replay pushed carries no trace: the webhook's is linked.
+    let webhook = event
+        .traceparent
+        .as_deref()
+        .and_then(trace::TraceParent::parse);
+    trace::link(&span, webhook.as_ref());
     let payload: InboxPayload = serde_json::from_value(event.payload.clone())?;
     let Some(mut message) = payload.message else {
         inbox::mark_processed(&deps.db, event_id).await?;
@@ -202,6 +231,7 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
             message,
             message_id,
             entry,
+            traceparent: trace::of(&span),
         })
         .await?;
     if hold_stopped {

@@ -199,12 +199,16 @@ impl InboundQueue {
         Self::new(redis, "channel-inbound")
     }
 
-    /// Enqueues many inbox events with one bulk push.
+    /// Enqueues many inbox events with one bulk push, without a trace to continue (the
+    /// sweeper's and a replay's: the job then links to the row's).
     pub async fn push_events(&self, event_ids: &[Uuid]) -> Result<(), PushError> {
         self.push_many(
             event_ids
                 .iter()
-                .map(|&event_id| InboundJob { event_id })
+                .map(|&event_id| InboundJob {
+                    event_id,
+                    traceparent: None,
+                })
                 .collect(),
         )
         .await
@@ -217,12 +221,17 @@ impl OutboundQueue {
         Self::new(redis, "channel-outbound")
     }
 
-    /// Enqueues outbox rows with one bulk push.
+    /// Enqueues outbox rows with one bulk push, each job continuing the trace of the span
+    /// that pushes it (the release's), if it is exported.
     pub async fn push_rows(&self, outbox_ids: &[Uuid]) -> Result<(), PushError> {
+        let traceparent = switchboard_domain::trace::current();
         self.push_many(
             outbox_ids
                 .iter()
-                .map(|&outbox_id| OutboundJob { outbox_id })
+                .map(|&outbox_id| OutboundJob {
+                    outbox_id,
+                    traceparent,
+                })
                 .collect(),
         )
         .await

@@ -183,6 +183,7 @@ async fn a_batch_insert_stores_each_key_once_and_reports_duplicates_in_order() {
         dedup_key: key.into(),
         payload: json!({"message": null}),
         processed: true,
+        traceparent: None,
     };
     let pool = app.db.pool().await;
     let first = insert_batch(&pool, &[event("a")]).await.unwrap();

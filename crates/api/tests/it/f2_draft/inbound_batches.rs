@@ -25,6 +25,7 @@ fn message_row(org: Uuid, connection: Uuid, customer: &str, id: &str, text: &str
         },
         message_id,
         entry: json!({"role": "customer", "text": text, "message_id": message_id}),
+        traceparent: None,
     }
 }
 

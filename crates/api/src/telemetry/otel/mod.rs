@@ -1,0 +1,158 @@
+//! OpenTelemetry export of the pod's spans (docs/OPERATIONS.md, "Tracing"), on when
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set and absent otherwise: no layer, no processor, no
+//! thread.
+//!
+//! Which spans: those of Switchboard's own code at `INFO` (the HTTP request, the webhook,
+//! the `channel-inbound` job, the agent call, an expert's action, the `channel-outbound`
+//! job and each provider call), never a log event. A log line is not an attribute: its
+//! text is free, and a span's attributes are a fixed, named set, each one judged by the
+//! Sentry rules before it leaves (`processor.rs`). The resource names the service, the pod
+//! (`service.instance.id`) and the version (`service.version`).
+
+mod http;
+mod processor;
+
+use opentelemetry::KeyValue;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig, WithTonicConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use secrecy::ExposeSecret;
+use std::collections::HashMap;
+use std::time::Duration;
+use switchboard_config::{OtlpProtocol, Root, Sampling, TraceExport};
+use tracing::{Level, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::registry::LookupSpan;
+
+/// The version every span's resource carries.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How long the exit waits for the last spans to be sent.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// Why the export could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum OtelError {
+    /// The HTTP client.
+    #[error(transparent)]
+    Http(#[from] http::ExportHttpError),
+    /// The exporter refused its configuration.
+    #[error("could not build the OTLP exporter: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// A header of `OTEL_EXPORTER_OTLP_HEADERS` is not a valid HTTP header (its name is
+    /// said, never its value).
+    #[error("OTEL_EXPORTER_OTLP_HEADERS: {0} is not a valid header")]
+    Header(String),
+}
+
+/// The running export; [`Tracing::shutdown`] sends what is still queued.
+#[derive(Debug)]
+pub struct Tracing {
+    provider: SdkTracerProvider,
+}
+
+impl Tracing {
+    /// Sends the spans still queued (a few seconds at most), then stops the exporter.
+    pub fn shutdown(self) {
+        if let Err(e) = self.provider.shutdown_with_timeout(SHUTDOWN_WAIT) {
+            tracing::warn!(error = %e, "the last spans could not be exported");
+        }
+    }
+}
+
+/// The export `export` describes, for the pod `pod_id`, and the layer that feeds it. Must
+/// run on the pod's tokio runtime (both exporters send from it).
+pub(super) fn start<S>(
+    export: &TraceExport,
+    pod_id: &str,
+) -> Result<(Tracing, impl Layer<S> + Send + Sync + 'static + use<S>), OtelError>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    let exporter = exporter(export)?;
+    let processor = processor::Bounded::new(exporter, export.queue, export.schedule_delay);
+    let resource = Resource::builder_empty()
+        .with_attributes(
+            export
+                .resource
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        )
+        .with_service_name(export.service_name.clone())
+        .with_attributes([
+            KeyValue::new("service.instance.id", pod_id.to_owned()),
+            KeyValue::new("service.version", VERSION),
+        ])
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_sampler(sampler(export.sampling))
+        .with_resource(resource)
+        .build();
+    let tracer = provider.tracer("switchboard");
+    // Spans only, of our own code, at INFO or above: no log event becomes a span event, and
+    // no dependency's spans (apalis, sqlx, hyper) are exported.
+    let ours = filter_fn(|meta| {
+        meta.is_span() && meta.target().starts_with("switchboard") && *meta.level() <= Level::INFO
+    });
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_level(false)
+        .with_filter(ours);
+    Ok((Tracing { provider }, layer))
+}
+
+fn exporter(export: &TraceExport) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
+    let headers: HashMap<String, String> = export
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.expose_secret().to_owned()))
+        .collect();
+    Ok(match export.protocol {
+        OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(http::Client::new(export.timeout)?)
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(export.url.as_str())
+            .with_timeout(export.timeout)
+            .with_headers(headers)
+            .build()?,
+        OtlpProtocol::Grpc => {
+            let mut map = axum::http::HeaderMap::new();
+            for (name, value) in headers {
+                let header = axum::http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| OtelError::Header(name.clone()))?;
+                let value = axum::http::HeaderValue::from_str(&value)
+                    .map_err(|_| OtelError::Header(name.clone()))?;
+                map.insert(header, value);
+            }
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(export.url.as_str())
+                .with_timeout(export.timeout)
+                .with_metadata(
+                    opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(map),
+                )
+                .build()?
+        }
+    })
+}
+
+fn sampler(sampling: Sampling) -> Sampler {
+    let root = |root: Root| match root {
+        Root::AlwaysOn => Sampler::AlwaysOn,
+        Root::AlwaysOff => Sampler::AlwaysOff,
+        Root::Ratio(r) => Sampler::TraceIdRatioBased(r),
+    };
+    match sampling {
+        Sampling::AlwaysOn => Sampler::AlwaysOn,
+        Sampling::AlwaysOff => Sampler::AlwaysOff,
+        Sampling::Ratio(r) => Sampler::TraceIdRatioBased(r),
+        Sampling::ParentBased(r) => Sampler::ParentBased(Box::new(root(r))),
+    }
+}
