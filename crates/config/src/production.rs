@@ -97,7 +97,7 @@ impl fmt::Display for Violation {
             Violation::NoSentryDsn => write!(f, "SENTRY_DSN must be set in production"),
             Violation::NoRedis => write!(
                 f,
-                "REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS must be set in production (there is no in-memory fallback)"
+                "REDIS_URL or REDIS_CLUSTER_NODES must be set in production, or REDIS_SENTINELS (there is no in-memory fallback)"
             ),
             Violation::PublicBaseUrl { problem } => write!(
                 f,

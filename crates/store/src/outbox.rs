@@ -18,8 +18,8 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use std::time::Duration;
 use switchboard_domain::backoff::Backoff;
-use switchboard_domain::{Author, ChannelKind, DeliveryStatus, Event};
 use switchboard_domain::trace::TraceParent;
+use switchboard_domain::{Author, ChannelKind, DeliveryStatus, Event};
 use uuid::Uuid;
 
 /// An outbound reply to store with its outbox row.
