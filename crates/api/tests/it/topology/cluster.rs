@@ -102,19 +102,8 @@ async fn cluster_pub_sub_is_sharded_and_follows_a_failover() {
     // The channel's master dies: the loop reports the loss, subscribes on the promoted
     // master, and hears what is published there.
     cluster.kill(cluster.master_of(&channel)).await;
-    let mut notices = Vec::new();
-    let resubscribed = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(n) = rx.recv().await {
-            let back = matches!(n, Notice::Subscribed);
-            notices.push(format!("{n:?}"));
-            if back {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(resubscribed, Ok(true), "{notices:?}");
+    let (resubscribed, notices) = super::until_subscribed(&mut rx, Duration::from_secs(30)).await;
+    assert!(resubscribed, "{notices:?}");
     assert!(notices.iter().any(|n| n == "Lost"), "{notices:?}");
     assert_eq!(redis.publish(&channel, "again").await.expect("publish"), 1);
     let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;

@@ -143,19 +143,8 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
             .await
             .expect("read the replicated claim")
     );
-    let moved = tokio::time::timeout(Duration::from_secs(10), async {
-        let mut notices = Vec::new();
-        while let Some(n) = rx.recv().await {
-            let back = matches!(n, Notice::Subscribed);
-            notices.push(format!("{n:?}"));
-            if back {
-                return notices;
-            }
-        }
-        notices
-    })
-    .await
-    .expect("the subscription moved within 10 s");
+    let (back, moved) = super::until_subscribed(&mut rx, Duration::from_secs(10)).await;
+    assert!(back, "the subscription moved within 10 s: {moved:?}");
     assert_eq!(moved, ["Lost", "Subscribed"], "{moved:?}");
     assert_eq!(redis.publish(&channel, "again").await.expect("publish"), 1);
     let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
@@ -167,19 +156,8 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
     // Killed: the subscription is lost and made again on the promoted master.
     let (killed, promoted) = set.kill_master().await;
     assert_eq!(killed, new);
-    let mut notices = Vec::new();
-    let resubscribed = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(n) = rx.recv().await {
-            let back = matches!(n, Notice::Subscribed);
-            notices.push(format!("{n:?}"));
-            if back {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(resubscribed, Ok(true), "{notices:?}");
+    let (resubscribed, notices) = super::until_subscribed(&mut rx, Duration::from_secs(30)).await;
+    assert!(resubscribed, "{notices:?}");
     let wrote = || async {
         redis
             .set_nx("claim:3", "x", Duration::from_secs(60))
