@@ -396,11 +396,7 @@ pub fn judge(policy: &Policy, facts: &Facts<'_>) -> Result<Admitted, Refusal> {
             return Err(Refusal::Phrase);
         }
     }
-    if never.unknown_link_or_number
-        && links_and_numbers(facts.draft)
-            .iter()
-            .any(|t| !facts.known_texts.iter().any(|k| k.contains(t.as_str())))
-    {
+    if never.unknown_link_or_number && has_unknown_link_or_number(facts.draft, facts.known_texts) {
         return Err(Refusal::UnknownLinkOrNumber);
     }
     Ok(Admitted {
@@ -423,6 +419,21 @@ fn within(hours: &BusinessHours, (day, minute): (Weekday, u32)) -> bool {
         // Past midnight: the evening belongs to `day`, the early hours to the day before.
         (on(day) && minute >= start) || (on(day.pred()) && minute < end)
     }
+}
+
+/// Whether `draft` has a link or a number that none of `known` has as a whole: a `7` is not
+/// vouched for by `17:00`, nor `https://shop.example` by `https://shop.example/help`, since a
+/// part of a known figure is as much the agent's invention as any other. Links compare
+/// without case, numbers as written.
+fn has_unknown_link_or_number(draft: &str, known: &[&str]) -> bool {
+    let known: std::collections::HashSet<String> = known
+        .iter()
+        .flat_map(|k| links_and_numbers(k))
+        .map(|t| t.to_lowercase())
+        .collect();
+    links_and_numbers(draft)
+        .iter()
+        .any(|t| !known.contains(&t.to_lowercase()))
 }
 
 /// The links (`http://`, `https://`, `www.`) and numbers (digits with `.,:/-` between them)
@@ -832,6 +843,21 @@ mod tests {
                 "an unknown link",
                 |_, f| f.draft = "See https://evil.example/x",
                 Err(Refusal::UnknownLinkOrNumber),
+            ),
+            (
+                "a number that is part of a known one",
+                |_, f| f.draft = "We close at 7.",
+                Err(Refusal::UnknownLinkOrNumber),
+            ),
+            (
+                "a link that is part of a known one",
+                |_, f| f.draft = "See https://example.com for more.",
+                Err(Refusal::UnknownLinkOrNumber),
+            ),
+            (
+                "a known link in another case",
+                |_, f| f.draft = "Hours: HTTPS://EXAMPLE.COM/hours",
+                Ok(()),
             ),
             (
                 "a known link and number",

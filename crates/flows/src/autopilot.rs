@@ -262,6 +262,20 @@ impl AutopilotSend {
         let mut out = Sent::default();
         let mut caps: HashMap<Uuid, Option<u32>> = HashMap::new();
         for due in expert_queue::due_holds(&deps.db, SEND_BATCH).await? {
+            // The breakers were closed when the draft was judged; a hold outlives that, and
+            // a reply the rules would not admit now is not sent (a state that cannot be read
+            // counts as open, as in the judgement).
+            if deps.agent.breaker().is_open().await.unwrap_or(true) {
+                out.stopped += self.stop(due.org_id, due.id, "agent_breaker_open").await?;
+                continue;
+            }
+            let outbound = crate::dispatch::breakers::breaker(deps, due.channel, due.connection_id);
+            if outbound.is_open().await.unwrap_or(true) {
+                out.stopped += self
+                    .stop(due.org_id, due.id, "outbound_breaker_open")
+                    .await?;
+                continue;
+            }
             let cap = match caps.get(&due.org_id) {
                 Some(cap) => *cap,
                 None => {
@@ -281,7 +295,13 @@ impl AutopilotSend {
                     continue;
                 }
             }
-            let mut tx = deps.db.begin().await.map_err(StoreError::from)?;
+            let mut tx = match deps.db.begin().await {
+                Ok(tx) => tx,
+                Err(e) => {
+                    self.refund(cap, &key).await;
+                    return Err(StoreError::from(e).into());
+                }
+            };
             let released = crate::expert::autopilot_release(
                 &mut tx,
                 &deps.faults,
@@ -294,7 +314,15 @@ impl AutopilotSend {
             use crate::expert::ActionError as E;
             match released {
                 Ok(done) => {
-                    tx.commit().await.map_err(StoreError::from)?;
+                    if let Err(e) = tx.commit().await {
+                        // Whether a commit that failed took effect is unknown; the allowance
+                        // is given back only when it surely did not (nothing was sent twice
+                        // for it either way: the item is released at most once).
+                        if !matches!(e, sqlx::Error::Io(_)) {
+                            self.refund(cap, &key).await;
+                        }
+                        return Err(StoreError::from(e).into());
+                    }
                     deps.faults
                         .check(Step::AfterCommit)
                         .await
@@ -313,8 +341,16 @@ impl AutopilotSend {
                     self.refund(cap, &key).await;
                     out.stopped += self.stop(due.org_id, due.id, "no_current_draft").await?;
                 }
-                Err(E::Store(e)) => return Err(e.into()),
-                Err(e) => return Err(JobError::Other(Box::new(e))),
+                Err(E::Store(e)) => {
+                    drop(tx);
+                    self.refund(cap, &key).await;
+                    return Err(e.into());
+                }
+                Err(e) => {
+                    drop(tx);
+                    self.refund(cap, &key).await;
+                    return Err(JobError::Other(Box::new(e)));
+                }
             }
         }
         Ok(out)

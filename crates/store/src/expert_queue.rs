@@ -506,14 +506,19 @@ pub struct DueHold {
     pub version: i32,
     /// The rule that admitted its draft.
     pub rule: Option<String>,
+    /// The channel the reply would leave on.
+    pub channel: ChannelKind,
+    /// The connection it would leave through: whose breaker is read before the send.
+    pub connection_id: Uuid,
 }
 
 /// Up to `limit` items on hold whose time has come, the longest due first.
 pub async fn due_holds(pool: &PgPool, limit: i64) -> Result<Vec<DueHold>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, org_id, version, autopilot_rule AS rule FROM expert_queue
-         WHERE status = 'auto_pending' AND send_at <= now()
-         ORDER BY send_at LIMIT $1",
+        "SELECT q.id, q.org_id, q.version, q.autopilot_rule AS rule, c.channel, c.connection_id
+         FROM expert_queue q JOIN conversations c ON c.id = q.conversation_id
+         WHERE q.status = 'auto_pending' AND q.send_at <= now()
+         ORDER BY q.send_at LIMIT $1",
     )
     .bind(limit)
     .fetch_all(pool)

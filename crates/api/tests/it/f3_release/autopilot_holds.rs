@@ -587,3 +587,84 @@ async fn over_the_hourly_cap_a_hold_waits_for_an_expert_and_a_correction_raises_
     assert_eq!(admin.put(&path, capped).await.0, 200);
     assert_eq!(db.count(open).await, 0);
 }
+
+/// Records failures on `breaker` until it is open.
+async fn open(breaker: &switchboard_coord::breaker::Breaker) {
+    for _ in 0..50 {
+        if breaker.is_open().await.unwrap() {
+            return;
+        }
+        breaker.record_failure().await.unwrap();
+    }
+    panic!("{} did not open", breaker.name());
+}
+
+#[tokio::test]
+async fn a_breaker_that_opens_during_the_hold_stops_it_for_an_expert_and_nothing_is_sent() {
+    let app = TestApp::builder()
+        .agent(agent_responding(Scripted).await)
+        .fake_provider()
+        .env("SCHEDULE_AUTOPILOT_SEND", "* * * * * *")
+        .env("OUTBOUND_BREAKER_THRESHOLD", "3")
+        .build()
+        .await;
+    let db = &app.db;
+    let org = app.org().await;
+    turn_on(&app, &org, 3600, json!({})).await;
+    let deps = &app.pod(0).server.state().flows;
+    let stopped = |why: &str| {
+        format!(
+            "SELECT count(*) FROM audit_log WHERE action = 'queue_item.stop'
+             AND details = '{{\"by\": \"autopilot\", \"why\": \"{why}\"}}'::jsonb"
+        )
+    };
+
+    // The connection's breaker opens while the draft waits: the item goes to the experts.
+    app.pod(0)
+        .send_webhook(&org.webhook("slack"), &message("U-brk-1", "hours?"))
+        .await;
+    db.wait_for_count(
+        "SELECT count(*) FROM expert_queue WHERE status = 'auto_pending'",
+        1,
+    )
+    .await;
+    let outbound = switchboard_flows::dispatch::breaker(
+        deps,
+        switchboard_domain::ChannelKind::Slack,
+        org.conns["slack"],
+    );
+    open(&outbound).await;
+    fast_forward(&app).await;
+    assert_eq!(
+        db.wait_for_count(&stopped("outbound_breaker_open"), 1)
+            .await,
+        1
+    );
+    assert_eq!(item_of(&app, "U-brk-1").await.1, "pending");
+
+    // The agent's breaker opens while another waits (the connection is healthy again).
+    outbound.record_success().await.unwrap();
+    app.pod(0)
+        .send_webhook(&org.webhook("slack"), &message("U-brk-2", "hours?"))
+        .await;
+    db.wait_for_count(
+        "SELECT count(*) FROM expert_queue WHERE status = 'auto_pending'",
+        1,
+    )
+    .await;
+    open(deps.agent.breaker()).await;
+    fast_forward(&app).await;
+    assert_eq!(
+        db.wait_for_count(&stopped("agent_breaker_open"), 1).await,
+        1
+    );
+    assert_eq!(item_of(&app, "U-brk-2").await.1, "pending");
+
+    db.wait_for_job_runs("autopilot-send", 2).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM outbox").await,
+        0,
+        "nothing sent"
+    );
+    assert!(app.provider().calls("slack").is_empty());
+}
