@@ -3,6 +3,8 @@ import {
   type Metrics,
   daysBetween,
   defaultRange,
+  lastDays,
+  rangePhrase,
   expertReleases,
   firstReply,
   messagesPerChannel,
@@ -166,10 +168,15 @@ describe("the autopilot's calibration", () => {
     expect(bandAgainst(slack.bands[3], { ...t, min_confidence: 0.3 })).toBe("yes");
     expect(bandAgainst(slack.bands[2], { ...t, min_confidence: 0.3 })).toBe("no");
   });
-  it("answers what the threshold would have sent", () => {
-    expect(thresholdSentences(metrics)).toEqual([
-      "At 0.90 on slack (off now), 3 of these drafts would have been sent by the autopilot, of which 2 were changed by an expert.",
+  it("answers what the threshold would have sent, over the range it was counted in", () => {
+    expect(thresholdSentences(metrics, "2026-12-01")).toEqual([
+      "At 0.90 on slack (off now), 3 of the last 3 days' drafts would have been sent by the autopilot, of which 2 were changed by an expert.",
     ]);
+    expect(thresholdSentences(metrics, "2026-12-05")).toEqual([
+      "At 0.90 on slack (off now), 3 of Sun 29 Nov to Tue 1 Dec's drafts would have been sent by the autopilot, of which 2 were changed by an expert.",
+    ]);
+    expect(rangePhrase({ from: "2026-12-01", to: "2026-12-01" }, "2026-12-01")).toBe("today's");
+    expect(lastDays(30, new Date(2026, 11, 7, 9))).toEqual({ from: "2026-11-08", to: "2026-12-07" });
   });
 });
 

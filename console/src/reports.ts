@@ -28,9 +28,7 @@ function dayValue(day: string): number {
 
 /** The last `DEFAULT_DAYS` days up to `today`. */
 export function defaultRange(today = new Date()): { from: string; to: string } {
-  const from = new Date(today);
-  from.setDate(from.getDate() - (DEFAULT_DAYS - 1));
-  return { from: isoDay(from), to: isoDay(today) };
+  return lastDays(DEFAULT_DAYS, today);
 }
 
 /** Why a range cannot be asked for, or null when it can. */
@@ -144,7 +142,14 @@ export type Threshold = Metrics["autopilot"][number];
 export type Band = { from: number; label: string; unchanged: number; edited: number; replaced: number; medianEdit: number | null };
 
 /** A channel's calibration: its ten bands, 0.0–0.1 to 0.9–1.0, and the org's threshold. */
-export type ChannelCalibration = { channel: string; bands: Band[]; drafts: number; threshold: Threshold | null };
+export type ChannelCalibration = {
+  channel: string;
+  bands: Band[];
+  drafts: number;
+  threshold: Threshold | null;
+  /** The report's range, which the threshold's counts are over. */
+  range: { from: string; to: string };
+};
 
 /**
  * The calibration per channel that has drafts in the range or a threshold in the org's
@@ -165,7 +170,7 @@ export function calibrationByChannel(m: Metrics): ChannelCalibration[] {
       };
     });
     const drafts = m.calibration.filter((b) => b.channel === channel).reduce((n, b) => n + b.drafts, 0);
-    return { channel, bands, drafts, threshold: m.autopilot.find((t) => t.channel === channel) ?? null };
+    return { channel, bands, drafts, threshold: m.autopilot.find((t) => t.channel === channel) ?? null, range: { from: m.from, to: m.to } };
   });
 }
 
@@ -190,15 +195,32 @@ export function bandAgainst(band: Band, t: Threshold): "yes" | "no" | "in part" 
   return "in part";
 }
 
-/** "At 0.90 on slack, 3 of these drafts would have been sent by the autopilot, of which 2
- * were changed by an expert." */
-export function thresholdSentence(t: Threshold): string {
-  return `At ${t.min_confidence.toFixed(2)} on ${t.channel}${t.enabled ? "" : " (off now)"}, ${t.would_send} of these drafts would have been sent by the autopilot, of which ${t.changed} ${t.changed === 1 ? "was" : "were"} changed by an expert.`;
+/** The range a report covers, said as the threshold's sentence says it: "the last 30 days'"
+ * when it ends today, "Fri 6 Nov to Sat 5 Dec's" otherwise. */
+export function rangePhrase(range: { from: string; to: string }, today: string): string {
+  if (range.to === today) {
+    const n = daysBetween(range.from, range.to).length;
+    return n === 1 ? "today's" : `the last ${n} days'`;
+  }
+  return `${dayLabel(range.from)} to ${dayLabel(range.to)}'s`;
+}
+
+/** "At 0.90 on slack, 3 of the last 30 days' drafts would have been sent by the autopilot,
+ * of which 2 were changed by an expert." */
+export function thresholdSentence(t: Threshold, range: { from: string; to: string }, today = defaultRange().to): string {
+  return `At ${t.min_confidence.toFixed(2)} on ${t.channel}${t.enabled ? "" : " (off now)"}, ${t.would_send} of ${rangePhrase(range, today)} drafts would have been sent by the autopilot, of which ${t.changed} ${t.changed === 1 ? "was" : "were"} changed by an expert.`;
 }
 
 /** One sentence per channel of the org's policy. */
-export function thresholdSentences(m: Metrics): string[] {
-  return m.autopilot.map(thresholdSentence);
+export function thresholdSentences(m: Metrics, today = defaultRange().to): string[] {
+  return m.autopilot.map((t) => thresholdSentence(t, m, today));
+}
+
+/** The range of the last `days` days, today included: the calibration's usual window. */
+export function lastDays(days: number, today = new Date()): { from: string; to: string } {
+  const from = new Date(today);
+  from.setDate(from.getDate() - (days - 1));
+  return { from: isoDay(from), to: isoDay(today) };
 }
 
 export type Policy = Schemas["Policy"];

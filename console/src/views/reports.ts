@@ -51,6 +51,7 @@ import {
   thresholdAt,
   thresholdLabel,
   thresholdSentence,
+  lastDays,
   thresholdValue,
   withChannelRule,
 } from "../reports";
@@ -332,7 +333,7 @@ function calibrationFigure(c: ChannelCalibration, name: string, form: AutopilotF
       ? `No ${name} draft was released or replaced in this range.`
       : `${c.drafts} ${name} draft${c.drafts === 1 ? "" : "s"} in ${withDrafts} confidence band${withDrafts === 1 ? "" : "s"}.`,
     t
-      ? `The dashed line marks the org's threshold for ${name}, ${t.min_confidence.toFixed(2)}${t.enabled ? "" : ", off now"}: drafts at or right of it would send themselves. ${thresholdSentence(t)}`
+      ? `The dashed line marks the org's threshold for ${name}, ${t.min_confidence.toFixed(2)}${t.enabled ? "" : ", off now"}: drafts at or right of it would send themselves. ${thresholdSentence(t, c.range)}`
       : `The autopilot has no threshold for ${name}: its drafts always wait for an expert.`,
   ].join(" ");
   const head = ["Band", "Sent unchanged", "Edited", "Replaced", "Median edit"];
@@ -610,6 +611,19 @@ export function reportsScreen(root: HTMLElement, orgId: string): void {
     h("label", { for: "report-to", text: "To" }),
     to,
     h("button", { type: "submit", class: "primary", text: "Show", "aria-describedby": "report-range-error" }),
+    h("button", {
+      type: "button",
+      text: "Last 30 days",
+      on: {
+        click: () => {
+          const r = lastDays(30);
+          from.value = r.from;
+          to.value = r.to;
+          autopilotNote.textContent = "";
+          void load();
+        },
+      },
+    }),
     rangeError,
   );
   mount(
