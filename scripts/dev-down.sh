@@ -93,6 +93,15 @@ if [ "$cluster_up" = 1 ]; then
   log "Stopping the Redis Cluster"
   "$ROOT/scripts/redis-cluster-ctl" "$REDIS_CLUSTER_DIR" stop
 fi
+# The sentinel topology's set, every process by its pidfile.
+sentinel_up=0
+for file in "$REDIS_SENTINEL_DIR"/*/redis.pid; do
+  if pid_alive "$file" redis-server; then sentinel_up=1; fi
+done
+if [ "$sentinel_up" = 1 ]; then
+  log "Stopping the Redis Sentinel set"
+  "$ROOT/scripts/redis-sentinel-ctl" "$REDIS_SENTINEL_DIR" stop
+fi
 # PgBouncer before Postgres, so it does not try to reconnect to a Postgres on its way down.
 stop_pids pgbouncer 10 "$PGBOUNCER_DIR/pgbouncer.pid"
 

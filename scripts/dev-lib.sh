@@ -23,6 +23,10 @@ POD_PORTS=("${SB_POD1_PORT:-3001}" "${SB_POD2_PORT:-3002}")
 PGBOUNCER_PORT="${SB_PGBOUNCER_PORT:-56432}"
 REDIS_CLUSTER_PORT="${SB_REDIS_CLUSTER_PORT:-57001}"
 REDIS_CLUSTER_DIR="$DEV/redis-cluster"
+# The sentinel topology (SB_TOPOLOGY=sentinel): a master and a replica on
+# REDIS_SENTINEL_PORT and +1, three sentinels on +10..+12 (scripts/lib-sentinel.sh).
+REDIS_SENTINEL_PORT="${SB_REDIS_SENTINEL_PORT:-57201}"
+REDIS_SENTINEL_DIR="$DEV/redis-sentinel"
 
 # Stops the native pods (SIGTERM, as a rolling deploy would) and starts them again through
 # dev-up, with VAR=value settings on top of .dev/env (benchmarks vary them per run).

@@ -16,14 +16,19 @@
 # through PgBouncer (sslmode=verify-full), DATABASE_DIRECT_URL, DATABASE_POOLER=transaction,
 # DATABASE_TLS_CA, REDIS_URL (the first master), REDIS_CLUSTER_NODES (the masters),
 # REDIS_TLS=verify and REDIS_TLS_CA. scripts/redis-cluster-ctl .dev/redis-cluster kill-master
-# fails a master over (see that script). Without SB_TOPOLOGY, a stack that is up keeps its
+# fails a master over (see that script). SB_TOPOLOGY=sentinel is managed's Postgres with,
+# instead of the cluster, a TLS-only Redis master and replica watched by three TLS-only
+# sentinels: the pods get REDIS_SENTINELS, REDIS_SENTINEL_MASTER (switchboard), REDIS_URL
+# (the master when they started), REDIS_TLS=verify and REDIS_TLS_CA;
+# scripts/redis-sentinel-ctl .dev/redis-sentinel failover fails it over. Without SB_TOPOLOGY, a stack that is up keeps its
 # topology and a new one is plain; a stack that is up on another topology must be taken down
 # first.
 #
 # Environment: SB_PG_PORT (55432), SB_REDIS_PORT (56379), SB_LB_PORT (8080),
 # SB_POD1_PORT (3001), SB_POD2_PORT (3002); managed only: SB_PGBOUNCER_PORT (56432),
 # SB_REDIS_CLUSTER_PORT (57001: the six nodes on 57001-57006, their cluster bus on
-# 57101-57106); SB_NATIVE=1 skips Docker even when an engine runs; SB_SKIP_BUILD=1 reuses the
+# 57101-57106); sentinel only: SB_PGBOUNCER_PORT, SB_REDIS_SENTINEL_PORT (57201: the nodes on
+# 57201-57202, the sentinels on 57211-57213); SB_NATIVE=1 skips Docker even when an engine runs; SB_SKIP_BUILD=1 reuses the
 # built switchboard binary as it is.
 set -euo pipefail
 
@@ -33,6 +38,8 @@ set -euo pipefail
 . "$ROOT/scripts/lib-services.sh"
 # shellcheck source=scripts/lib-topology.sh
 . "$ROOT/scripts/lib-topology.sh"
+# shellcheck source=scripts/lib-sentinel.sh
+. "$ROOT/scripts/lib-sentinel.sh"
 cd "$ROOT"
 
 SEED="$DEV/seed.json"
@@ -55,7 +62,7 @@ stack_up() {
   for file in "$DEV"/pod-*.pid "$DEV/demo-providers.pid"; do
     pid_alive "$file" switchboard && return 0
   done
-  for file in "$DEV/redis.pid" "$REDIS_CLUSTER_DIR"/*/redis.pid; do
+  for file in "$DEV/redis.pid" "$REDIS_CLUSTER_DIR"/*/redis.pid "$REDIS_SENTINEL_DIR"/*/redis.pid; do
     pid_alive "$file" redis-server && return 0
   done
   pid_alive "$DEV/haproxy.pid" haproxy || pid_alive "$PGBOUNCER_DIR/pgbouncer.pid" pgbouncer ||
@@ -64,9 +71,11 @@ stack_up() {
 
 TOPOLOGY="${SB_TOPOLOGY:-}"
 case "$TOPOLOGY" in
-"" | plain | managed) ;;
-*) die "SB_TOPOLOGY must be plain or managed, not '$TOPOLOGY'" ;;
+"" | plain | managed | sentinel) ;;
+*) die "SB_TOPOLOGY must be plain, managed or sentinel, not '$TOPOLOGY'" ;;
 esac
+# managed and sentinel: Postgres with TLS behind PgBouncer, a TLS-only Redis shape.
+tls_topology() { [ "$TOPOLOGY" = managed ] || [ "$TOPOLOGY" = sentinel ]; }
 if stack_up; then
   running="$(recorded_topology)"
   [ -n "$TOPOLOGY" ] || TOPOLOGY="$running"
@@ -100,7 +109,7 @@ write_env() {
   fi
   [ -n "$jwt" ] || jwt="$(head -c 48 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   [ -n "$key" ] || key="$(head -c 32 /dev/urandom | base64 -w0)"
-  if [ "$TOPOLOGY" = managed ]; then
+  if tls_topology; then
     tls_query="sslmode=verify-full&sslrootcert=$TLS_DIR/ca.pem"
     db_url="$(env_line DATABASE_URL \
       "${SB_DATABASE_URL:-postgres://postgres@127.0.0.1:$PGBOUNCER_PORT/switchboard?$tls_query}")"
@@ -246,7 +255,7 @@ pg_bindir >/dev/null || missing+=(postgresql)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v haproxy >/dev/null || missing+=(haproxy)
 command -v curl >/dev/null || missing+=(curl)
-if [ "$TOPOLOGY" = managed ]; then
+if tls_topology; then
   command -v pgbouncer >/dev/null || missing+=(pgbouncer)
   command -v openssl >/dev/null || missing+=(openssl)
 fi
@@ -286,10 +295,10 @@ fi
 # The managed topology's certificates: made once, for 30 days, and made again when they expire
 # within a day and nothing that uses them runs (a running server would keep the old ones).
 pg_tls_opts=""
-if [ "$TOPOLOGY" = managed ]; then
+if tls_topology; then
   # sb_make_tls and sb_start_pgbouncer give the key and PgBouncer to the postgres user.
   ! is_root || [ "$PG_USER" = postgres ] ||
-    die "the managed topology needs the dev cluster to belong to postgres, not $PG_USER (scripts/dev-down.sh --purge starts afresh)"
+    die "the $TOPOLOGY topology needs the dev cluster to belong to postgres, not $PG_USER (scripts/dev-down.sh --purge starts afresh)"
   if [ ! -s "$TLS_DIR/server.pem" ] || [ ! -s "$TLS_DIR/client.pem" ] ||
     ! openssl x509 -checkend 86400 -noout -in "$TLS_DIR/ca.pem" >/dev/null 2>&1; then
     if [ -s "$TLS_DIR/server.pem" ] && stack_up; then
@@ -336,9 +345,9 @@ if [ "$(pg_query "SELECT 1 FROM pg_database WHERE datname = 'switchboard'")" != 
   pg_query "CREATE DATABASE switchboard" >/dev/null
 fi
 
-if [ "$TOPOLOGY" = managed ]; then
+if tls_topology; then
   [ "$(pg_query "SHOW ssl")" = on ] ||
-    die "Postgres on 127.0.0.1:$PG_PORT runs without TLS: scripts/dev-down.sh, then SB_TOPOLOGY=managed scripts/dev-up.sh"
+    die "Postgres on 127.0.0.1:$PG_PORT runs without TLS: scripts/dev-down.sh, then SB_TOPOLOGY=$TOPOLOGY scripts/dev-up.sh"
   if pid_alive "$PGBOUNCER_DIR/pgbouncer.pid" pgbouncer; then
     log "PgBouncer already running"
   else
@@ -389,9 +398,47 @@ start_redis_cluster() {
   } >>"$DEV/env"
 }
 
+# The sentinel topology's set: a master and a replica on REDIS_SENTINEL_PORT and +1, three
+# sentinels on +10..+12, configured once (again when SB_REDIS_SENTINEL_PORT changed and it is
+# down); the sentinels keep what they learn (the master after a failover) in their files.
+start_redis_sentinel() {
+  local p=$REDIS_SENTINEL_PORT running=0 file master
+  local ports=("$p" "$((p + 1))" "$((p + 10))" "$((p + 11))" "$((p + 12))")
+  for file in "$REDIS_SENTINEL_DIR"/*/redis.pid; do
+    if pid_alive "$file" redis-server; then running=$((running + 1)); fi
+  done
+  if [ -f "$REDIS_SENTINEL_DIR/sentinel.env" ] && ! grep -qx "SB_RS_NODES=(${ports[*]:0:2})" "$REDIS_SENTINEL_DIR/sentinel.env"; then
+    [ "$running" = 0 ] ||
+      die "the Redis Sentinel set in .dev/redis-sentinel runs on other ports than SB_REDIS_SENTINEL_PORT=$p says: scripts/dev-down.sh first"
+    log "SB_REDIS_SENTINEL_PORT changed: making a new Redis Sentinel set (the old one's data goes)"
+    rm -rf "$REDIS_SENTINEL_DIR"
+  fi
+  # Sentinel rewrites the files it is given: they are written only the first time.
+  [ -f "$REDIS_SENTINEL_DIR/sentinel.env" ] ||
+    sb_rs_configure "$REDIS_SENTINEL_DIR" "$TLS_DIR" "${ports[@]}"
+  if [ "$running" = 5 ]; then
+    log "Redis Sentinel set already running"
+  else
+    log "Starting Redis on 127.0.0.1:$p with a replica on $((p + 1)) and sentinels on $((p + 10))-$((p + 12)) (TLS only)"
+  fi
+  sb_redis_sentinel_start "$REDIS_SENTINEL_DIR" ||
+    die "the Redis Sentinel set did not settle (logs: .dev/redis-sentinel/*/redis.log)"
+  master="$(sb_rs_master "$REDIS_SENTINEL_DIR")" || die "no sentinel names the master"
+  REDIS_MASTERS=$master
+  {
+    env_line REDIS_URL "rediss://127.0.0.1:$master"
+    env_line REDIS_SENTINELS "rediss://127.0.0.1:$((p + 10)),rediss://127.0.0.1:$((p + 11)),rediss://127.0.0.1:$((p + 12))"
+    env_line REDIS_SENTINEL_MASTER "$SB_SENTINEL_MASTER"
+    echo "REDIS_TLS=verify"
+    env_line REDIS_TLS_CA "$TLS_DIR/ca.pem"
+  } >>"$DEV/env"
+}
+
 redis_up() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
 if [ "$TOPOLOGY" = managed ]; then
   start_redis_cluster
+elif [ "$TOPOLOGY" = sentinel ]; then
+  start_redis_sentinel
 elif redis_up; then
   log "Redis already running"
 else
@@ -568,4 +615,14 @@ if [ "$TOPOLOGY" = managed ]; then
   printf '  %-14s %s\n' "fail over" \
     "scripts/redis-cluster-ctl .dev/redis-cluster kill-master   (also: restart PORT, masters, nodes)"
   printf '  %-14s %s\n' "redis-cli" "redis-cli --tls --cacert $TLS_DIR/ca.pem -c -p ${REDIS_MASTERS%% *}"
+fi
+if [ "$TOPOLOGY" = sentinel ]; then
+  printf '  %-14s 127.0.0.1:%s (TLS); the pods go through PgBouncer 127.0.0.1:%s (transaction pooling)\n' \
+    postgres "$PG_PORT" "$PGBOUNCER_PORT"
+  printf '  %-14s 127.0.0.1:%s and %s (TLS only), master %s; sentinels 127.0.0.1:%s-%s, master name %s\n' \
+    "redis" "$REDIS_SENTINEL_PORT" "$((REDIS_SENTINEL_PORT + 1))" "$REDIS_MASTERS" \
+    "$((REDIS_SENTINEL_PORT + 10))" "$((REDIS_SENTINEL_PORT + 12))" "$SB_SENTINEL_MASTER"
+  printf '  %-14s %s\n' "TLS CA" "$TLS_DIR/ca.pem"
+  printf '  %-14s %s\n' "fail over" \
+    "scripts/redis-sentinel-ctl .dev/redis-sentinel failover   (also: kill-master, restart PORT, master)"
 fi

@@ -20,6 +20,11 @@
 #                    master's replica takes over within about 5 s). Without arguments the
 #                    same kind of subset as tls-pooler, plus the cluster and failover tests;
 #                    with arguments like tls-pooler.
+#   sentinel         tls-pooler's Postgres, and instead of the one Redis a TLS-only Redis
+#                    master with a replica, watched by three TLS-only sentinels (a dead
+#                    master's replica takes over within about 3 s). Without arguments the
+#                    same kind of subset as tls-pooler, plus the sentinel and failover
+#                    tests; with arguments like tls-pooler.
 # All export SB_TEST_DATABASE_URL (what pods use), SB_TEST_DATABASE_DIRECT_URL (Postgres
 # itself, for what a pooler cannot do), SB_TEST_REDIS_URL, SB_TEST_PG_DATADIR,
 # SB_TEST_PG_BINDIR and SB_TEST_PG_RESTART (a script that restarts the test Postgres);
@@ -30,12 +35,18 @@
 # prints the masters' ports, `kill-master [PORT]` SIGKILLs one and returns once its replica has
 # taken over, printing its port, `restart PORT` brings a killed node back as a replica,
 # `stop`; see scripts/redis-cluster-ctl); its SB_TEST_REDIS_URL is the first master.
+# sentinel adds SB_TEST_REDIS_SENTINELS (rediss://127.0.0.1:PORT of each sentinel),
+# SB_TEST_REDIS_SENTINEL_MASTER (the name they watch) and SB_TEST_REDIS_SENTINEL_CTL (`master`,
+# `failover`, `kill-master` printing the killed port, `restart PORT`, `stop`; see
+# scripts/redis-sentinel-ctl); its SB_TEST_REDIS_URL is the first master.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib-services.sh
 . scripts/lib-services.sh
 # shellcheck source=scripts/lib-topology.sh
 . scripts/lib-topology.sh
+# shellcheck source=scripts/lib-sentinel.sh
+. scripts/lib-sentinel.sh
 
 topology="${SB_TOPOLOGY:-plain}"
 # The tests a tls-pooler or managed run picks when given no arguments: a regex on test names
@@ -44,8 +55,9 @@ case "$topology" in
   plain) topology_tests='' ;;
   tls-pooler) topology_tests='multi_pod|kill|topology|restart|realtime|tls' ;;
   managed) topology_tests='multi_pod|kill|topology|restart|realtime|tls|cluster|failover' ;;
+  sentinel) topology_tests='multi_pod|kill|topology|restart|realtime|tls|sentinel|failover' ;;
   *)
-    echo "SB_TOPOLOGY must be plain, tls-pooler or managed, not '$topology'" >&2
+    echo "SB_TOPOLOGY must be plain, tls-pooler, managed or sentinel, not '$topology'" >&2
     exit 2
     ;;
 esac
@@ -53,11 +65,12 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/switchboard-test.XXXXXX")
 chmod 755 "$work"
 # Distinct ports: Postgres, Redis (plain, tls-pooler) or the cluster's six nodes and their six
-# cluster bus ports (managed), PgBouncer.
+# cluster bus ports (managed) or two nodes and three sentinels (sentinel), PgBouncer.
 case "$topology" in
   plain) mapfile -t ports < <(sb_free_ports 2) ;;
   tls-pooler) mapfile -t ports < <(sb_free_ports 3) ;;
   managed) mapfile -t ports < <(sb_free_ports 14) ;;
+  sentinel) mapfile -t ports < <(sb_free_ports 7) ;;
 esac
 pg_port=${ports[0]}
 redis_port=""
@@ -72,6 +85,7 @@ case "$topology" in
       cluster_nodes+=("${ports[$i]}:${ports[$((i + 6))]}")
     done
     ;;
+  sentinel) pgbouncer_port=${ports[1]} ;;
 esac
 
 cleanup() {
@@ -86,6 +100,8 @@ cleanup() {
       sb_stop_postgres "$work/pg"
       if [ "$topology" = tls-pooler ]; then
         sb_stop_redis_tls "$redis_port" "$work/tls/ca.pem" "$work/redis.pid"
+      elif [ "$topology" = sentinel ]; then
+        sb_redis_sentinel_stop "$work/redis-sentinel"
       else
         # By pidfile: nodes that tests killed and restarted included.
         sb_redis_cluster_stop "$work/redis-cluster"
@@ -112,10 +128,13 @@ if [ "$topology" = plain ]; then
   # Left over from a tls-pooler or managed run by hand, these would make tests expect TLS, a
   # pooler or a cluster.
   unset SB_TEST_DATABASE_POOLER SB_TEST_TLS_CA SB_TEST_TLS_OTHER_CA \
-    SB_TEST_REDIS_CLUSTER_NODES SB_TEST_REDIS_CLUSTER_CTL
+    SB_TEST_REDIS_CLUSTER_NODES SB_TEST_REDIS_CLUSTER_CTL \
+    SB_TEST_REDIS_SENTINELS SB_TEST_REDIS_SENTINEL_MASTER SB_TEST_REDIS_SENTINEL_CTL
 else
   if [ "$topology" = tls-pooler ]; then
     redis_desc="redis 127.0.0.1:$redis_port (TLS only)"
+  elif [ "$topology" = sentinel ]; then
+    redis_desc="redis 127.0.0.1:${ports[2]} and replica ${ports[3]}, sentinels ${ports[4]},${ports[5]},${ports[6]} (TLS only)"
   else
     redis_desc="redis cluster 127.0.0.1:{$(printf '%s\n' "${cluster_nodes[@]%%:*}" | paste -sd,)} (TLS only)"
   fi
@@ -136,7 +155,18 @@ else
   if [ "$topology" = tls-pooler ]; then
     sb_start_redis_tls "$work" "$redis_port" "$work/tls"
     export SB_TEST_REDIS_URL="rediss://127.0.0.1:$redis_port"
+    unset SB_TEST_REDIS_CLUSTER_NODES SB_TEST_REDIS_CLUSTER_CTL \
+      SB_TEST_REDIS_SENTINELS SB_TEST_REDIS_SENTINEL_MASTER SB_TEST_REDIS_SENTINEL_CTL
+  elif [ "$topology" = sentinel ]; then
+    sb_rs_configure "$work/redis-sentinel" "$work/tls" "${ports[@]:2:5}"
+    sb_redis_sentinel_start "$work/redis-sentinel"
+    sb_write_redis_sentinel_ctl "$work/redis-sentinel-ctl" "$work/redis-sentinel"
+    export SB_TEST_REDIS_SENTINELS="rediss://127.0.0.1:${ports[4]},rediss://127.0.0.1:${ports[5]},rediss://127.0.0.1:${ports[6]}"
+    export SB_TEST_REDIS_SENTINEL_MASTER="$SB_SENTINEL_MASTER"
+    export SB_TEST_REDIS_URL="rediss://127.0.0.1:${ports[2]}"
+    export SB_TEST_REDIS_SENTINEL_CTL="$work/redis-sentinel-ctl"
     unset SB_TEST_REDIS_CLUSTER_NODES SB_TEST_REDIS_CLUSTER_CTL
+    echo "test redis sentinel: master ${ports[2]}; control: $SB_TEST_REDIS_SENTINEL_CTL"
   else
     sb_redis_cluster_configure "$work/redis-cluster" "$work/tls" "${cluster_nodes[@]}"
     sb_redis_cluster_start "$work/redis-cluster"
@@ -149,6 +179,7 @@ else
     export SB_TEST_REDIS_CLUSTER_NODES="rediss://127.0.0.1:${masters[0]},rediss://127.0.0.1:${masters[1]},rediss://127.0.0.1:${masters[2]}"
     export SB_TEST_REDIS_URL="rediss://127.0.0.1:${masters[0]}"
     export SB_TEST_REDIS_CLUSTER_CTL="$work/redis-cluster-ctl"
+    unset SB_TEST_REDIS_SENTINELS SB_TEST_REDIS_SENTINEL_MASTER SB_TEST_REDIS_SENTINEL_CTL
     echo "test redis cluster: masters ${masters[*]}; control: $SB_TEST_REDIS_CLUSTER_CTL"
   fi
 fi

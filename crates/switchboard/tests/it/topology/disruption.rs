@@ -2,13 +2,14 @@
 //! webhooks at about 100 a second (alternating between them, as a load balancer without
 //! stickiness does; a provider retries what was not answered 200) while one pod is killed
 //! with SIGKILL and started again, both are restarted one after the other with SIGTERM (a
-//! rolling deploy), Postgres restarts, and on a Redis Cluster a master is killed (its replica
-//! takes over). Every accepted event becomes exactly one message.
+//! rolling deploy), Postgres restarts, and on a Redis Cluster or Sentinel a master is killed
+//! (its replica takes over; Sentinel's is failed over on purpose first). Every accepted event becomes exactly one message.
 //!
 //! It runs on whatever topology `scripts/test.sh` set up: `SB_TOPOLOGY=tls-pooler` makes
 //! it TLS Postgres behind PgBouncer in transaction mode with a TLS Redis, and
 //! `SB_TOPOLOGY=managed` the same with a 3+3 TLS Redis Cluster (`SB_TEST_REDIS_CLUSTER_CTL`
-//! kills the master).
+//! kills the master), and `SB_TOPOLOGY=sentinel` with a TLS master, replica and three
+//! sentinels (`SB_TEST_REDIS_SENTINEL_CTL` fails the master over, then kills the new one).
 
 use crate::{exited, process_env, serve_ready, sigterm};
 use serde_json::json;
@@ -165,19 +166,26 @@ async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_a_
         assert!(status.success(), "Postgres restarted");
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // A Redis master dies under the load; its replica is promoted and the pods carry on.
-    let killed_master = std::env::var("SB_TEST_REDIS_CLUSTER_CTL").ok().map(|ctl| {
+    // A Redis master dies under the load; its replica is promoted and the pods carry on. With
+    // Sentinel, first a planned `SENTINEL FAILOVER` (the old master lives on as a replica).
+    let ctl = |var: &str, args: &[&str]| {
+        let ctl = std::env::var(var).ok()?;
         let out = std::process::Command::new(&ctl)
-            .arg("kill-master")
+            .args(args)
             .output()
-            .expect("kill a Redis master");
+            .expect("run the Redis control script");
         assert!(
             out.status.success(),
-            "failover: {}",
+            "{var} {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        (ctl, String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    });
+        Some((ctl, String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    };
+    if ctl("SB_TEST_REDIS_SENTINEL_CTL", &["failover"]).is_some() {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let killed_master = ctl("SB_TEST_REDIS_CLUSTER_CTL", &["kill-master"])
+        .or_else(|| ctl("SB_TEST_REDIS_SENTINEL_CTL", &["kill-master"]));
     if killed_master.is_some() {
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
@@ -193,7 +201,7 @@ async fn topology_no_webhook_lost_or_doubled_through_a_kill_a_rolling_restart_a_
         n
     );
     drop((a, b));
-    // The killed node rejoins as a replica, so later tests find a whole cluster.
+    // The killed node rejoins as a replica, so later tests find a whole cluster or set.
     if let Some((ctl, port)) = killed_master {
         let status = std::process::Command::new(ctl)
             .args(["restart", &port])
