@@ -210,14 +210,11 @@ impl LazySentinel {
     }
 
     async fn connect(&self) -> Result<Current, RedisError> {
-        let client = self
-            .inner
-            .sentinel
-            .lock()
-            .await
-            .async_get_client()
-            .await
-            .map_err(|e| self.explained(e))?;
+        let found = self.inner.sentinel.lock().await.async_get_client().await;
+        let client = match found {
+            Ok(client) => client,
+            Err(e) => return Err(self.explained(e).await),
+        };
         let (host, port) = match client.get_connection_info().addr() {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
                 (host.clone(), *port)
@@ -241,14 +238,21 @@ impl LazySentinel {
     }
 
     /// A sentinel lookup's failure with the setting that most likely fixes it in its text.
-    fn explained(&self, e: RedisError) -> RedisError {
+    async fn explained(&self, e: RedisError) -> RedisError {
         let master = &self.inner.master;
         match e.kind() {
             ErrorKind::MasterNameNotFoundBySentinel => refused(format!(
                 "the sentinels know no master named \"{master}\" (or it is down): check REDIS_SENTINEL_MASTER ({e})"
             )),
+            // The lookup logs in to a sentinel and then to the master it names: which one
+            // refused is told by logging in to a sentinel alone.
+            ErrorKind::AuthenticationFailed if self.sentinel_accepts_login().await => {
+                refused(format!(
+                    "the master the sentinels name refused the login: check REDIS_USERNAME and REDIS_PASSWORD ({e})"
+                ))
+            }
             ErrorKind::AuthenticationFailed => refused(format!(
-                "a sentinel or the master refused the login: check REDIS_SENTINEL_PASSWORD, REDIS_PASSWORD and their users ({e})"
+                "the sentinels refused the login: check REDIS_SENTINEL_PASSWORD and REDIS_SENTINEL_USERNAME ({e})"
             )),
             _ if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() => {
                 not_reached(format!(
@@ -263,11 +267,11 @@ impl LazySentinel {
     /// own (pub/sub).
     pub async fn master_client(&self) -> Result<redis::Client, RedisError> {
         let lookup = async {
-            let mut sentinel = self.inner.sentinel.lock().await;
-            sentinel
-                .async_get_client()
-                .await
-                .map_err(|e| self.explained(e))
+            let found = self.inner.sentinel.lock().await.async_get_client().await;
+            match found {
+                Ok(client) => Ok(client),
+                Err(e) => Err(self.explained(e).await),
+            }
         };
         tokio::time::timeout(CONNECT_TIMEOUT, lookup)
             .await
@@ -311,6 +315,27 @@ impl LazySentinel {
         read_only
     }
 
+    /// Whether a sentinel takes the sentinels' login (a `PING` after it).
+    async fn sentinel_accepts_login(&self) -> bool {
+        let login = async {
+            let client = self
+                .inner
+                .sentinel
+                .lock()
+                .await
+                .async_get_sentinel_client()
+                .await?;
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&sentinel_config())
+                .await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        };
+        matches!(
+            tokio::time::timeout(CONNECT_TIMEOUT, login).await,
+            Ok(Ok(_))
+        )
+    }
+
     /// Starts the watcher once, on the first command (inside the runtime).
     fn watch(&self) {
         self.inner.watcher.call_once(|| {
@@ -318,6 +343,13 @@ impl LazySentinel {
             tokio::spawn(watch(weak));
         });
     }
+}
+
+/// A connection to one sentinel: short timeouts, since another sentinel can answer.
+fn sentinel_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(Some(Duration::from_secs(1)))
 }
 
 /// Asks the sentinels for the master's address every [`WATCH_EVERY`] and drops the
@@ -346,11 +378,8 @@ async fn watch(inner: Weak<Inner>) {
             })
             .await;
             if let Ok(Ok(client)) = client {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(1)))
-                    .set_response_timeout(Some(Duration::from_secs(1)));
                 sentinel_conn = client
-                    .get_multiplexed_async_connection_with_config(&config)
+                    .get_multiplexed_async_connection_with_config(&sentinel_config())
                     .await
                     .ok();
             }

@@ -3,7 +3,7 @@
 //! every topology, not only where `scripts/test.sh` runs one (`SB_TOPOLOGY=sentinel`).
 
 use crate::free_port;
-use crate::redis_cluster::{cli, wait_until};
+use crate::redis_cluster::wait_until;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,12 +17,24 @@ pub struct RedisSentinel {
     dir: PathBuf,
     nodes: BTreeMap<u16, Option<Child>>,
     sentinels: BTreeMap<u16, Child>,
+    /// The password every node and sentinel asks for ([`RedisSentinel::start_with_password`]).
+    password: Option<String>,
 }
 
 impl RedisSentinel {
     /// Starts the set and waits until every sentinel knows the master, the replica and the
     /// other two sentinels, and the replica is in sync.
     pub async fn start() -> RedisSentinel {
+        Self::start_with(None).await
+    }
+
+    /// [`RedisSentinel::start`] with `password` asked of every client by the data nodes and
+    /// by the sentinels (and used between them), as a set with `requirepass` everywhere is.
+    pub async fn start_with_password(password: &str) -> RedisSentinel {
+        Self::start_with(Some(password.to_owned())).await
+    }
+
+    async fn start_with(password: Option<String>) -> RedisSentinel {
         let dir = std::env::temp_dir().join(format!(
             "sb-sentinel-{}-{}",
             std::process::id(),
@@ -33,6 +45,7 @@ impl RedisSentinel {
             dir,
             nodes: BTreeMap::new(),
             sentinels: BTreeMap::new(),
+            password,
         };
         let master = set.start_node(None).await;
         set.start_node(Some(master)).await;
@@ -59,7 +72,7 @@ impl RedisSentinel {
 
     fn named_master(&self) -> Option<u16> {
         self.sentinels.keys().find_map(|p| {
-            let out = cli(
+            let out = self.cli(
                 *p,
                 &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER],
             )?;
@@ -76,7 +89,7 @@ impl RedisSentinel {
         // Right after a previous failover the sentinels refuse another for a while: ask
         // again until one starts.
         wait_until(Duration::from_secs(30), || {
-            cli(sentinel, &["SENTINEL", "FAILOVER", SENTINEL_MASTER])
+            self.cli(sentinel, &["SENTINEL", "FAILOVER", SENTINEL_MASTER])
                 .is_some_and(|o| o.contains("OK"))
         })
         .await
@@ -109,7 +122,10 @@ impl RedisSentinel {
         let promoted = || {
             self.named_master()
                 .filter(|port| *port != old)
-                .filter(|port| cli(*port, &["ROLE"]).is_some_and(|r| r.starts_with("master")))
+                .filter(|port| {
+                    self.cli(*port, &["ROLE"])
+                        .is_some_and(|r| r.starts_with("master"))
+                })
         };
         wait_until(Duration::from_secs(30), || promoted().is_some())
             .await
@@ -125,27 +141,28 @@ impl RedisSentinel {
         let others = self.sentinels.len() - 1;
         wait_until(Duration::from_secs(30), || {
             let synced = live.iter().filter(|p| **p != master).all(|p| {
-                cli(*p, &["INFO", "replication"]).is_some_and(|i| {
+                self.cli(*p, &["INFO", "replication"]).is_some_and(|i| {
                     i.contains(&format!("master_port:{master}"))
                         && i.contains("master_link_status:up")
                 })
             });
             synced
                 && self.sentinels.keys().all(|s| {
-                    cli(*s, &["SENTINEL", "MASTER", SENTINEL_MASTER]).is_some_and(|out| {
-                        let fields: Vec<&str> = out.lines().map(str::trim).collect();
-                        let field = |name: &str| {
-                            fields
-                                .iter()
-                                .position(|f| *f == name)
-                                .and_then(|i| fields.get(i + 1))
-                                .copied()
-                        };
-                        field("port") == Some(master.to_string().as_str())
-                            && field("num-slaves") == Some(replicas.to_string().as_str())
-                            && field("num-other-sentinels") == Some(others.to_string().as_str())
-                            && field("flags") == Some("master")
-                    })
+                    self.cli(*s, &["SENTINEL", "MASTER", SENTINEL_MASTER])
+                        .is_some_and(|out| {
+                            let fields: Vec<&str> = out.lines().map(str::trim).collect();
+                            let field = |name: &str| {
+                                fields
+                                    .iter()
+                                    .position(|f| *f == name)
+                                    .and_then(|i| fields.get(i + 1))
+                                    .copied()
+                            };
+                            field("port") == Some(master.to_string().as_str())
+                                && field("num-slaves") == Some(replicas.to_string().as_str())
+                                && field("num-other-sentinels") == Some(others.to_string().as_str())
+                                && field("flags") == Some("master")
+                        })
                 })
         })
         .await
@@ -194,6 +211,9 @@ impl RedisSentinel {
         if let Some(master) = master {
             cmd.args(["--replicaof", "127.0.0.1", &master.to_string()]);
         }
+        if let Some(pw) = &self.password {
+            cmd.args(["--requirepass", pw, "--masterauth", pw]);
+        }
         let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -217,8 +237,11 @@ impl RedisSentinel {
                      sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master} 2\n\
                      sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
                      sentinel failover-timeout {SENTINEL_MASTER} 2000\n\
-                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
-                    dir = self.dir.display()
+                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n{auth}",
+                    dir = self.dir.display(),
+                    auth = self.password.as_ref().map_or(String::new(), |pw| format!(
+                        "requirepass {pw}\nsentinel auth-pass {SENTINEL_MASTER} {pw}\nsentinel sentinel-pass {pw}\n"
+                    )),
                 ),
             )
             .expect("sentinel.conf");
@@ -244,10 +267,23 @@ impl RedisSentinel {
         );
     }
 
+    /// `redis-cli` to `port`, with the set's password when it has one.
+    fn cli(&self, port: u16, args: &[&str]) -> Option<String> {
+        match &self.password {
+            Some(pw) => {
+                let mut with = vec!["-a", pw, "--no-auth-warning"];
+                with.extend_from_slice(args);
+                crate::redis_cluster::cli(port, &with)
+            }
+            None => crate::redis_cluster::cli(port, args),
+        }
+    }
+
     /// Whether the process this set spawned on `port` answers PING (and is still ours).
     async fn answers(&mut self, port: u16) -> bool {
         let up = wait_until(Duration::from_secs(5), || {
-            cli(port, &["PING"]).is_some_and(|o| o.contains("PONG"))
+            self.cli(port, &["PING"])
+                .is_some_and(|o| o.contains("PONG"))
         })
         .await
         .is_some();

@@ -283,18 +283,41 @@ async fn sentinel_failover_under_load_loses_and_doubles_nothing_and_sockets_keep
     for p in &app.pods {
         p.wait_ready().await;
     }
-    // A's sockets hear what B takes after the failovers (A's watchdog subscribed again on
-    // the promoted master).
+    // Each pod's sockets hear what the other takes after the failovers (each watchdog
+    // subscribed again on the promoted master). Each webhook is its own Slack event and
+    // message (`ts`): one with another's would rightly be taken as a duplicate.
     let ready = a
         .ready_until(Duration::from_secs(30), |r| {
             r["realtime"]["adapter"]["ok"] == true
         })
         .await;
     assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
-    let body = "after the failovers";
-    let signed = slack(SLACK_SECRET, "EvAfter", "UAfter", "1700000500.000001", body);
+    let body = "after the failovers, through B";
+    let signed = slack(
+        SLACK_SECRET,
+        "EvAfterB",
+        "UAfter",
+        "1700000500.000001",
+        body,
+    );
     accepted(b, &path, &signed).await;
     hears(&mut socks[0], &app.db, body, "A").await;
+    let ready = b
+        .ready_until(Duration::from_secs(30), |r| {
+            r["realtime"]["adapter"]["ok"] == true
+        })
+        .await;
+    assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
+    let body = "after the failovers, through A";
+    let signed = slack(
+        SLACK_SECRET,
+        "EvAfterA",
+        "UAfter",
+        "1700000500.000002",
+        body,
+    );
+    accepted(a, &path, &signed).await;
+    hears(&mut socks[1], &app.db, body, "B").await;
     assert_ne!(promoted, killed, "another node took over");
     for sock in socks {
         sock.close().await;
@@ -331,5 +354,48 @@ async fn sentinel_settings_that_reach_no_master_fail_readiness_with_the_setting_
         assert_eq!(ready["checks"]["redis"]["ok"], false, "{ready}");
         assert_eq!(ready["checks"]["redis"]["setting"], setting, "{ready}");
         assert_eq!(pod.status("/health").await, 200);
+    }
+}
+
+#[tokio::test]
+async fn sentinel_logins_refused_fail_readiness_naming_whose_password_and_the_right_ones_serve() {
+    let set = RedisSentinel::start_with_password("s3cret-sentinel-set").await;
+    let cases = [
+        // The sentinels let the pod in; the master does not.
+        ("s3cret-sentinel-set", "wrong", Some("REDIS_PASSWORD")),
+        // The sentinels refuse it before any master is named.
+        (
+            "wrong",
+            "s3cret-sentinel-set",
+            Some("REDIS_SENTINEL_PASSWORD"),
+        ),
+        ("s3cret-sentinel-set", "s3cret-sentinel-set", None),
+    ];
+    for (sentinel_password, password, setting) in cases {
+        let app = TestApp::builder()
+            .env("REDIS_SENTINELS", &set.sentinels())
+            .env("REDIS_SENTINEL_MASTER", SENTINEL_MASTER)
+            .env("REDIS_SENTINEL_PASSWORD", sentinel_password)
+            .env("REDIS_PASSWORD", password)
+            .build()
+            .await;
+        let pod = app.pod(0);
+        match setting {
+            Some(setting) => {
+                let named = |r: &serde_json::Value| r["checks"]["redis"]["setting"] == setting;
+                let ready = || async {
+                    let (status, ready) = pod.ready().await;
+                    assert_eq!(status, 503, "{ready}");
+                    ready
+                };
+                let ready =
+                    switchboard_testing::settled(Duration::from_secs(5), ready, named).await;
+                assert_eq!(ready["checks"]["redis"]["ok"], false, "{ready}");
+                assert_eq!(ready["checks"]["redis"]["setting"], setting, "{ready}");
+                let text = ready.to_string();
+                assert!(!text.contains("s3cret"), "no password in /ready: {text}");
+            }
+            None => pod.wait_ready().await,
+        }
     }
 }
