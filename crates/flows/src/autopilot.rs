@@ -26,8 +26,9 @@ use switchboard_domain::faults::Step;
 use switchboard_domain::{ChannelKind, Event, JobName, QueueStatus};
 use switchboard_jobs::scheduler::{Job, JobError, Run};
 use switchboard_store::audit::{self, Actor};
-use switchboard_store::expert_queue::{self, Moved};
+use switchboard_store::expert_queue::{self, DueHold, Moved};
 use switchboard_store::{PgPool, StoreError, event_outbox, orgs};
+use tracing::Instrument;
 use uuid::Uuid;
 
 pub use switchboard_store::drafts::Hold;
@@ -244,6 +245,15 @@ pub struct AutopilotSend {
     pub deps: Deps,
 }
 
+/// What became of one due hold.
+enum Released {
+    Sent,
+    /// Changed since it was found: left alone.
+    Changed,
+    /// No longer sendable: stopped (1, or 0 when it had left its hold meanwhile).
+    Stopped(usize),
+}
+
 /// What one run did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
@@ -295,65 +305,87 @@ impl AutopilotSend {
                     continue;
                 }
             }
-            let mut tx = match deps.db.begin().await {
-                Ok(tx) => tx,
-                Err(e) => {
-                    self.refund(cap, &key).await;
-                    return Err(StoreError::from(e).into());
-                }
-            };
-            let released = crate::expert::autopilot_release(
-                &mut tx,
-                &deps.faults,
-                due.org_id,
-                due.id,
-                due.version,
-                due.rule.as_deref().unwrap_or("autopilot"),
-            )
-            .await;
-            use crate::expert::ActionError as E;
-            match released {
-                Ok(done) => {
-                    if let Err(e) = tx.commit().await {
-                        // Whether a commit that failed took effect is unknown; the allowance
-                        // is given back only when it surely did not (nothing was sent twice
-                        // for it either way: the item is released at most once).
-                        if !matches!(e, sqlx::Error::Io(_)) {
-                            self.refund(cap, &key).await;
-                        }
-                        return Err(StoreError::from(e).into());
-                    }
-                    deps.faults
-                        .check(Step::AfterCommit)
-                        .await
-                        .map_err(|e| JobError::Other(Box::new(e)))?;
-                    crate::expert::after_commit(deps, &done).await;
-                    metrics::counter!("autopilot_sent_total").increment(1);
-                    out.sent += 1;
-                }
-                Err(E::Conflict(_) | E::Precondition(_) | E::NotFound) => {
-                    drop(tx);
-                    self.refund(cap, &key).await;
-                    out.changed += 1;
-                }
-                Err(E::NoDraft(_) | E::StaleDraft(_)) => {
-                    drop(tx);
-                    self.refund(cap, &key).await;
-                    out.stopped += self.stop(due.org_id, due.id, "no_current_draft").await?;
-                }
-                Err(E::Store(e)) => {
-                    drop(tx);
-                    self.refund(cap, &key).await;
-                    return Err(e.into());
-                }
-                Err(e) => {
-                    drop(tx);
-                    self.refund(cap, &key).await;
-                    return Err(JobError::Other(Box::new(e)));
-                }
+            // The release is a trace of its own, as an expert's is (its outbox row carries
+            // it to the dispatch, which links the customer message's trace).
+            let span = tracing::info_span!("autopilot_release", action = "release",
+                org_id = %due.org_id, queue_item_id = %due.id,
+                rule = due.rule.as_deref().unwrap_or("autopilot"));
+            match self.release(&due, cap, &key).instrument(span).await? {
+                Released::Sent => out.sent += 1,
+                Released::Changed => out.changed += 1,
+                Released::Stopped(n) => out.stopped += n,
             }
         }
         Ok(out)
+    }
+
+    /// Releases one due hold in its own transaction with its outbox row.
+    async fn release(
+        &self,
+        due: &DueHold,
+        cap: Option<u32>,
+        key: &str,
+    ) -> Result<Released, JobError> {
+        let deps = &self.deps;
+        let mut tx = match deps.db.begin().await {
+            Ok(tx) => tx,
+            Err(e) => {
+                self.refund(cap, key).await;
+                return Err(StoreError::from(e).into());
+            }
+        };
+        let released = crate::expert::autopilot_release(
+            &mut tx,
+            &deps.faults,
+            due.org_id,
+            due.id,
+            due.version,
+            due.rule.as_deref().unwrap_or("autopilot"),
+        )
+        .await;
+        use crate::expert::ActionError as E;
+        match released {
+            Ok(done) => {
+                if let Err(e) = tx.commit().await {
+                    // Whether a commit that failed took effect is unknown; the allowance
+                    // is given back only when it surely did not (nothing was sent twice
+                    // for it either way: the item is released at most once).
+                    if !matches!(e, sqlx::Error::Io(_)) {
+                        self.refund(cap, key).await;
+                    }
+                    return Err(StoreError::from(e).into());
+                }
+                deps.faults
+                    .check(Step::AfterCommit)
+                    .await
+                    .map_err(|e| JobError::Other(Box::new(e)))?;
+                crate::expert::after_commit(deps, &done).await;
+                metrics::counter!("autopilot_sent_total").increment(1);
+                Ok(Released::Sent)
+            }
+            Err(E::Conflict(_) | E::Precondition(_) | E::NotFound) => {
+                drop(tx);
+                self.refund(cap, key).await;
+                Ok(Released::Changed)
+            }
+            Err(E::NoDraft(_) | E::StaleDraft(_)) => {
+                drop(tx);
+                self.refund(cap, key).await;
+                Ok(Released::Stopped(
+                    self.stop(due.org_id, due.id, "no_current_draft").await?,
+                ))
+            }
+            Err(E::Store(e)) => {
+                drop(tx);
+                self.refund(cap, key).await;
+                Err(e.into())
+            }
+            Err(e) => {
+                drop(tx);
+                self.refund(cap, key).await;
+                Err(JobError::Other(Box::new(e)))
+            }
+        }
     }
 
     /// Ends one hold the autopilot cannot send, audited with why; 1 when it was still held.

@@ -213,6 +213,78 @@ async fn one_event_is_one_trace_across_pods_and_its_release_links_to_it() {
     }
 }
 
+/// A draft the autopilot sends after its hold: the send is a trace of its own, started by
+/// `autopilot_release` on the pod whose slot it was, with the send and the provider call as
+/// its children and a link to the event's trace; the outbox row carries it across.
+#[tokio::test]
+async fn an_autopilot_send_is_its_own_trace_linked_to_the_events() {
+    let db = TestDb::fresh().await;
+    let receiver = OtlpReceiver::start().await;
+    let agent = fakes::agent().await;
+    let provider = Provider::start().await;
+    let mut vars = pod_vars(&db, &random_prefix(), &receiver, "pod-1");
+    vars.insert("AGENT_URL".into(), agent.uri());
+    vars.insert("SCHEDULE_AUTOPILOT_SEND".into(), "* * * * * *".into());
+    vars.extend(provider.env());
+    let (mut child, pod) = serve_ready(&vars).await;
+    let org = Org::create(&db, &pod).await;
+    let (status, body) = pod
+        .as_user(&org.token)
+        .put(
+            &format!("/orgs/{}/autopilot", org.id),
+            serde_json::json!({
+                "enabled": true,
+                "channels": {"slack": {"enabled": true, "min_confidence": 0.8, "hold_secs": 10}},
+            }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let signed = slack_message("U1", "1700000000.000001", "when do you open?");
+    let (status, body) = pod.send_webhook(&org.webhook("slack"), &signed).await;
+    assert_eq!(status, 200, "{body}");
+    db.wait_for_count(
+        "SELECT count(*) FROM expert_queue WHERE status = 'auto_pending'",
+        1,
+    )
+    .await;
+    sqlx::query("UPDATE expert_queue SET send_at = now() WHERE status = 'auto_pending'")
+        .execute(&db.pool().await)
+        .await
+        .expect("end the hold's wait");
+    db.wait_for_count("SELECT count(*) FROM outbox WHERE status = 'sent'", 1)
+        .await;
+    let stored: Option<String> = db.scalar("SELECT traceparent FROM outbox").await;
+    sigterm(&child);
+    assert!(exited(&mut child, Duration::from_secs(60)).await.success());
+
+    let wanted = ["channel_inbound", "autopilot_release", "provider_call"];
+    let spans = receiver
+        .spans_until(|s| wanted.iter().all(|w| s.iter().any(|span| span.name == *w)))
+        .await;
+    let job = named(&spans, "channel_inbound");
+    let release = named(&spans, "autopilot_release");
+    assert_ne!(release.trace_id, job.trace_id, "a trace of its own");
+    assert!(
+        release
+            .links
+            .contains(&(job.trace_id.clone(), job.span_id.clone())),
+        "linked to the event's: {:?}",
+        release.links
+    );
+    assert_eq!(
+        release.attribute("org_id"),
+        Some(org.id.to_string().as_str())
+    );
+    assert_eq!(release.attribute("rule"), Some("slack confidence >= 0.80"));
+    assert_eq!(
+        stored,
+        Some(traceparent(release)),
+        "the outbox row carries it"
+    );
+    let send = child_of(&spans, "channel_outbound", release);
+    child_of(&spans, "provider_call", send);
+}
+
 /// A collector that takes exports and never answers: the pod answers every webhook at once,
 /// holds at most `OTEL_BSP_MAX_QUEUE_SIZE` spans and counts the rest as dropped, and still
 /// exits on SIGTERM in its usual time.
