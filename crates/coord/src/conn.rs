@@ -9,6 +9,13 @@
 //! command (after a short pause, so an outage does not turn every request into a connect
 //! attempt), and once built the cluster connection follows failovers and slot moves itself
 //! (MOVED and ASK are followed inside the client, never surfaced).
+//!
+//! Except when it does not: a slot refresh made while the cluster is still electing a master
+//! can keep the dead master in the map, and then every command for its slots waits for the
+//! node redis-rs is repairing in the background and times out, for as long as the pod runs
+//! (seen under load on redis-rs 1.8). So a cluster connection on which commands have only
+//! failed at the connection level for [`STUCK_AFTER`] is dropped and built again from the
+//! seeds, which reads the slot map afresh.
 
 use crate::CoordError;
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -26,6 +33,11 @@ use switchboard_config::RedisTls;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// After a failed attempt, commands fail at once for this long instead of trying again.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// How long commands may fail at the connection level, with no success in between, before
+/// the cluster connection is built again: longer than a failover's election (the test
+/// clusters' node timeout is 1 s, managed services' a few seconds), so a rebuild comes
+/// after the map could be right.
+const STUCK_AFTER: Duration = Duration::from_secs(3);
 
 /// A cheap-to-clone connection to the pod's Redis, whichever its shape.
 #[derive(Clone)]
@@ -44,7 +56,9 @@ impl ConnectionLike for Conn {
             Conn::Single(conn) => conn.req_packed_command(cmd),
             Conn::Cluster(lazy) => Box::pin(async move {
                 let mut conn = lazy.get().await?;
-                conn.req_packed_command(cmd).await
+                let result = conn.req_packed_command(cmd).await;
+                lazy.observe(result.as_ref().err());
+                result
             }),
             Conn::Sentinel(lazy) => lazy.req_packed_command(cmd),
         }
@@ -60,7 +74,9 @@ impl ConnectionLike for Conn {
             Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
             Conn::Cluster(lazy) => Box::pin(async move {
                 let mut conn = lazy.get().await?;
-                conn.req_packed_commands(cmd, offset, count).await
+                let result = conn.req_packed_commands(cmd, offset, count).await;
+                lazy.observe(result.as_ref().err());
+                result
             }),
             Conn::Sentinel(lazy) => lazy.req_packed_commands(cmd, offset, count),
         }
@@ -83,6 +99,8 @@ pub struct LazyCluster {
     /// One connect attempt at a time; the others wait for its outcome.
     connecting: Arc<tokio::sync::Mutex<()>>,
     last_failure: Arc<Mutex<Option<(Instant, String)>>>,
+    /// Since when every command on the current connection failed at the connection level.
+    failing_since: Arc<Mutex<Option<Instant>>>,
 }
 
 impl LazyCluster {
@@ -93,6 +111,29 @@ impl LazyCluster {
             conn: Arc::default(),
             connecting: Arc::default(),
             last_failure: Arc::default(),
+            failing_since: Arc::default(),
+        }
+    }
+
+    /// Notes a command's outcome (`None` for success); rebuilds the connection once
+    /// commands have only failed at the connection level for [`STUCK_AFTER`].
+    fn observe(&self, error: Option<&RedisError>) {
+        let mut since = self
+            .failing_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match error {
+            Some(e) if connection_level(e) => {
+                let first = *since.get_or_insert_with(Instant::now);
+                if first.elapsed() >= STUCK_AFTER {
+                    *since = None;
+                    drop(since);
+                    tracing::warn!(error = %e, "Redis Cluster commands fail for {STUCK_AFTER:?}; connecting again from the seeds");
+                    metrics::counter!("redis_cluster_reconnects_total").increment(1);
+                    self.reset();
+                }
+            }
+            _ => *since = None,
         }
     }
 
@@ -148,6 +189,26 @@ impl LazyCluster {
     pub fn reset(&self) {
         *self.conn.write().unwrap_or_else(PoisonError::into_inner) = None;
     }
+}
+
+/// Whether `e` says the cluster could not be reached or routed to, rather than that a
+/// node answered with an error of the command's own.
+fn connection_level(e: &RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_timeout()
+        || e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::ClusterDown
+                        | ServerErrorKind::Moved
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::MasterDown
+                )
+        )
 }
 
 fn not_reached(why: &str) -> RedisError {

@@ -198,6 +198,27 @@ impl TestDb {
         self.wait_for(sql, |n| n >= want).await
     }
 
+    /// Awaits [`TestDb::count`] equal to `want` for as long as it keeps moving: it fails
+    /// (returns the last value) once it stood still for 15 s, or after 2 min. For backlogs a
+    /// loaded machine drains slowly but surely; a stuck one still fails soon.
+    pub async fn wait_while_moving(&self, sql: &str, want: i64) -> i64 {
+        const STILL: Duration = Duration::from_secs(15);
+        let pool = self.pool().await;
+        let start = tokio::time::Instant::now();
+        let (mut last, mut moved) = (-1, start);
+        loop {
+            let n: i64 = sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql);
+            if n == want || moved.elapsed() >= STILL || start.elapsed() >= STILL * 8 {
+                pool.close().await;
+                return n;
+            }
+            if n != last {
+                (last, moved) = (n, tokio::time::Instant::now());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn wait_for(&self, sql: &str, done: impl Fn(i64) -> bool) -> i64 {
         let pool = self.pool().await;
         let count = || async { sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql) };

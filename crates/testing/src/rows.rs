@@ -47,12 +47,12 @@ pub async fn wait_outbox(db: &TestDb, outbox_id: Uuid, status: &str) -> Delivery
 }
 
 /// What a test that sent `n` webhooks through a disruption ([`crate::Load`]) checks once
-/// they were all accepted: every event processed (30 s at most), and each stored once as
-/// one inbound message.
+/// they were all accepted: every event processed (while the backlog drains: see
+/// [`TestDb::wait_while_moving`]), and each stored once as one inbound message.
 pub async fn assert_each_event_once(db: &TestDb, n: i64) {
     let processed = "SELECT count(*) FROM inbound_events WHERE processed_at IS NOT NULL";
     assert_eq!(
-        db.wait_for_count(processed, n).await,
+        db.wait_while_moving(processed, n).await,
         n,
         "every accepted event processed"
     );
