@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(show))
+    OpenApiRouter::new().routes(routes!(message_journey))
 }
 
 /// One step of the exchange.
@@ -92,7 +92,7 @@ impl From<JourneyError> for ApiError {
         (status = 401, description = "No valid bearer token", body = ErrorBody),
         (status = 404, description = "No such message in this conversation of the caller's orgs", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
-async fn show(
+async fn message_journey(
     State(state): State<AppState>,
     caller: Caller,
     Path((id, message_id)): Path<(Uuid, Uuid)>,
