@@ -38,6 +38,7 @@ import { reportsTests } from "./reports.mjs";
 import { privacyTests } from "./privacy.mjs";
 import { autopilotTests } from "./autopilot.mjs";
 import { draftDiffTests } from "./draft-diff.mjs";
+import { journeyTests } from "./journey.mjs";
 
 const LOAD_ITEMS = Number(process.env.SB_LOAD_ITEMS ?? 5000);
 const nonce = () => Math.random().toString(36).slice(2, 8);
@@ -693,6 +694,7 @@ reportsTests({ newPage, logIn, scan, nonce, closePage: async (label) => { await 
 privacyTests({ newPage, logIn, scan, row, nonce, closePage: async (label) => { await pages.get(label)?.context().close(); pages.delete(label); } });
 autopilotTests({ newPage, logIn, scan, row, nonce, closePage: async (label) => { await pages.get(label)?.context().close(); pages.delete(label); } });
 draftDiffTests({ newPage, logIn, scan, nonce, closePage: async (label) => { await pages.get(label)?.context().close(); pages.delete(label); } });
+journeyTests({ newPage, logIn, scan, nonce, closePage: async (label) => { await pages.get(label)?.context().close(); pages.delete(label); } });
 
 test("axe-core: no serious or critical accessibility violations; no script errors or CSP violations", async () => {
   await scan(page2, "queue and conversation (second console)");

@@ -219,6 +219,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/conversations/{id}/messages/{message_id}/journey": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["conversations_message_journey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/conversations/{id}/notes": {
         parameters: {
             query?: never;
@@ -292,7 +308,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Everything held about the customer (org admins), streamed: `customer`, `conversations` (with the agent's running summary), `messages` both ways with their delivery, `drafts` shown to experts, `notes` (internal), `deliveries` with their dead letters, and the `audit` rows naming them. One consistent snapshot; a response cut short means the export failed. */
+        /** @description Everything held about the customer (org admins), streamed: `customer`, `conversations` (with the agent's running summary), `messages` both ways with their delivery, `drafts` shown to experts, `notes` (internal), `deliveries` with their dead letters, each message's `journey` steps, and the `audit` rows naming them. One consistent snapshot; a response cut short means the export failed. */
         get: operations["conversations_export_customer"];
         put?: never;
         post?: never;
@@ -1312,6 +1328,12 @@ export interface components {
             idempotency_keys: number;
             /** Format: int64 */
             inbound_events: number;
+            /**
+             * Format: int64
+             * @description Journey steps of their messages and inbox events (absent from erasures recorded
+             *     before the journey existed).
+             */
+            message_journey?: number;
             /** Format: int64 */
             messages: number;
             /** Format: int64 */
@@ -1677,6 +1699,8 @@ export interface components {
             /** Format: int32 */
             version: number;
         };
+        /** @enum {string} */
+        JourneyStep: "received" | "committed" | "queued" | "drafted" | "shown" | "claimed" | "released" | "attempt" | "delivered" | "dead_lettered";
         /** @description The last customer message, shortened. */
         LastMessage: {
             /** Format: date-time */
@@ -1727,6 +1751,14 @@ export interface components {
              * @description The new message.
              */
             message_id: string;
+        };
+        MessageJourney: {
+            /** Format: uuid */
+            conversation_id: string;
+            /** Format: uuid */
+            message_id: string;
+            /** @description Oldest first. */
+            steps: components["schemas"]["StepView"][];
         };
         /** @description `message_status_updated`: the dispatch job recorded a provider's answer. */
         MessageStatusUpdated: {
@@ -2259,6 +2291,41 @@ export interface components {
         SnoozeBody: {
             /** Format: date-time */
             until?: string | null;
+        };
+        /** @description One step of the exchange. */
+        StepView: {
+            /**
+             * Format: date-time
+             * @description When: the receiving pod's clock for `received`, Postgres' for every other step.
+             */
+            at: string;
+            /**
+             * @description By step: `queued` {attempt}; `drafted` {draft_id, agent_ms, confidence, fallback};
+             *     `shown` {queue_item_id, status, version, flagged_for_review, autopilot_rule};
+             *     `claimed` {queue_item_id, user_id, name, assigned_by}; `released` {by: user |
+             *     autopilot, user_id, name, rule, reply: draft | edited | own, unchanged, answers};
+             *     `attempt` {attempt, outcome: accepted | retry | refused, status, error_class};
+             *     `delivered` {parts}; `dead_lettered` {dead, attempts}. Never customer text.
+             */
+            detail: Record<string, never>;
+            /**
+             * Format: uuid
+             * @description The message the step is about: the customer's (received to claimed) or the reply
+             *     (released to delivered).
+             */
+            message_id: string;
+            /** @description The pod that wrote the step (`POD_ID`). */
+            pod: string;
+            /**
+             * Format: int64
+             * @description Milliseconds since the exchange's first step.
+             */
+            since_start_ms: number;
+            step: components["schemas"]["JourneyStep"];
+            /** @description Whether `message_id` is the message asked about. */
+            this_message: boolean;
+            /** @description The W3C trace id of the span that wrote it, while tracing was on. */
+            trace_id?: string | null;
         };
         /** @description One stored event, as `GET /events` returns it. */
         StoredEvent: {
@@ -3121,6 +3188,54 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    conversations_message_journey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                message_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageJourney"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such message in this conversation of the caller's orgs */
             404: {
                 headers: {
                     [name: string]: unknown;

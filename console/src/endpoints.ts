@@ -140,6 +140,12 @@ export const notes = {
     act<Schemas["NoteView"]>(`/conversations/${conversationId}/notes`, attempt, body),
 };
 
+/** A message's journey: the steps of its exchange, with time, pod and trace id. */
+export const journey = {
+  get: (conversationId: string, messageId: string) =>
+    api<Schemas["MessageJourney"]>("GET", `/conversations/${conversationId}/messages/${messageId}/journey`),
+};
+
 /** An org's members and invitations (admins), and the account pages anyone reaches. */
 export const members = {
   list: (orgId: string) => api<Schemas["MemberList"]>("GET", `/orgs/${orgId}/members`),

@@ -6,9 +6,10 @@
 
 import { ApiError } from "../api";
 import { h, mount } from "../dom";
-import { type ActionBodies, type ActionName, queue } from "../endpoints";
+import { type ActionBodies, type ActionName, journey, queue } from "../endpoints";
 import { CHANNEL_LABEL, DELIVERY_LABEL, STATUS_LABEL, ago, clock, duration, localInput, percent, sendsIn, shortId } from "../format";
 import { wordDiff } from "../diff";
+import { type JourneyStep, stepClock, stepLabel } from "../journey";
 import { timeline } from "../notes";
 import { session } from "../session";
 import type { Store } from "../store";
@@ -97,6 +98,8 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
   let disposed = false;
   /** The countdown shown while the item is on the autopilot's hold (updated every second). */
   let countdown: HTMLElement | null = null;
+  /** The journeys opened under messages, kept across redraws of the list. */
+  const journeys = new Map<string, { open: boolean; steps?: JourneyStep[]; error?: string }>();
 
   const header = h("header", { class: "detail-header" });
   const banner = h("div", { class: "banner", role: "alert", id: "detail-banner", hidden: true });
@@ -340,6 +343,63 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
     composer.disabled = !open || busy !== null;
   }
 
+  /** The "Journey" button under a message and the timeline it opens (loaded once). */
+  function journeyView(m: Message): HTMLElement[] {
+    const id = `journey-${m.id}`;
+    const list = h("ol", { class: "journey", id, "aria-label": "Journey of this message", hidden: true });
+    const toggle = h("button", {
+      type: "button",
+      class: "link journey-toggle",
+      text: "Journey",
+      "aria-expanded": "false",
+      "aria-controls": id,
+      on: { click: () => void flip() },
+    });
+    const fill = (state: { steps?: JourneyStep[]; error?: string }): void => {
+      if (state.error) mount(list, [h("li", { class: "journey-error", text: state.error })]);
+      else if (!state.steps) mount(list, [h("li", { text: "Loading…" })]);
+      else if (state.steps.length === 0) mount(list, [h("li", { text: "No steps recorded for this message." })]);
+      else
+        mount(
+          list,
+          state.steps.map((s) =>
+            h(
+              "li",
+              { "data-step": s.step },
+              h("time", { datetime: s.at, text: stepClock(s.at) }),
+              ` ${stepLabel(s)}`,
+              h("span", { class: "journey-pod", text: ` · ${s.pod}` }),
+            ),
+          ),
+        );
+    };
+    const show = (open: boolean): void => {
+      toggle.setAttribute("aria-expanded", String(open));
+      list.hidden = !open;
+    };
+    async function flip(): Promise<void> {
+      const state = journeys.get(m.id) ?? { open: false };
+      state.open = !state.open;
+      journeys.set(m.id, state);
+      show(state.open);
+      if (!state.open || state.steps || !conversationId) return;
+      fill(state);
+      try {
+        state.steps = (await journey.get(conversationId, m.id)).steps;
+        state.error = undefined;
+      } catch (e) {
+        state.error = `Could not load the journey: ${(e as Error).message}`;
+      }
+      fill(state);
+    }
+    const state = journeys.get(m.id);
+    if (state?.open) {
+      show(true);
+      fill(state);
+    }
+    return [toggle, list];
+  }
+
   function messageView(m: Message): HTMLElement {
     const outbound = m.direction !== "inbound";
     const meta = conversationId ? store.conversation(conversationId)?.meta : null;
@@ -391,6 +451,7 @@ export function detailPane(store: Store, itemId: string, opts: { isAdmin: boolea
             m.delivery?.error ? `: ${m.delivery.error}` : "",
           )
         : null,
+      ...journeyView(m),
     );
   }
 

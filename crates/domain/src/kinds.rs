@@ -112,6 +112,34 @@ spelled! {
 }
 
 spelled! {
+    /// A step of a message's journey (`message_journey.step`, whose `CHECK` lists these), in
+    /// the order an exchange goes through them: the rank breaks ties between steps that one
+    /// statement wrote at the same instant.
+    pub enum JourneyStep in "text" {
+        /// The webhook reached a pod (the pod's clock at the request's arrival).
+        Received = "received",
+        /// Its inbox row committed: what the provider's 2xx promises.
+        Committed = "committed",
+        /// A `channel-inbound` job took the event off the queue (one per attempt).
+        Queued = "queued",
+        /// The agent's draft (or the fallback) was stored.
+        Drafted = "drafted",
+        /// The draft reached the queue item experts see.
+        Shown = "shown",
+        /// An expert took the item (or an admin gave it to one).
+        Claimed = "claimed",
+        /// The reply was released: by an expert, or by the autopilot under a rule.
+        Released = "released",
+        /// One provider call's outcome.
+        Attempt = "attempt",
+        /// Every part of the reply was accepted.
+        Delivered = "delivered",
+        /// The delivery round failed for good: a dead letter, or dead.
+        DeadLettered = "dead_lettered",
+    }
+}
+
+spelled! {
     /// Who wrote a message (`messages.author`, cast to `message_author` in SQL).
     pub enum Author in "message_author" {
         /// The customer, through their channel.

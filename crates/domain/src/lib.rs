@@ -19,6 +19,6 @@ pub mod trace;
 
 pub use events::{Emitter, Event, EventKind};
 pub use kinds::{
-    Author, ChannelKind, DeadLetterStatus, DeliveryStatus, InboundStatus, JobName, QueueStatus,
-    ReportKind, Role,
+    Author, ChannelKind, DeadLetterStatus, DeliveryStatus, InboundStatus, JobName, JourneyStep,
+    QueueStatus, ReportKind, Role,
 };

@@ -337,6 +337,7 @@ impl AutopilotSend {
         let released = crate::expert::autopilot_release(
             &mut tx,
             &deps.faults,
+            &deps.pod,
             due.org_id,
             due.id,
             due.version,

@@ -54,6 +54,7 @@ use switchboard_domain::{Author, DeliveryStatus, Event, QueueStatus, Role};
 use switchboard_store::StoreError;
 use switchboard_store::audit::{self, Actor as AuditActor};
 use switchboard_store::expert_queue::{self, Change, Current, ItemRow, Refusal};
+use switchboard_store::message_journey::{self, ClaimedBy, ReleasedBy, Stamp};
 use switchboard_store::org_members;
 use switchboard_store::outbox::{self, NewReply};
 use uuid::Uuid;
@@ -265,6 +266,7 @@ where
         let done = carry_out(
             &mut tx,
             &deps.faults,
+            &deps.pod,
             request.org_id,
             request.item_id,
             By::Expert(&request.actor),
@@ -297,6 +299,7 @@ where
 pub async fn autopilot_release(
     tx: &mut PgConnection,
     faults: &Faults,
+    pod: &str,
     org_id: Uuid,
     item_id: Uuid,
     admitted_version: i32,
@@ -305,6 +308,7 @@ pub async fn autopilot_release(
     carry_out(
         tx,
         faults,
+        pod,
         org_id,
         item_id,
         By::Autopilot { rule },
@@ -314,10 +318,13 @@ pub async fn autopilot_release(
     .await
 }
 
-/// One action inside `tx`, by an expert or the autopilot; nothing is committed.
+/// One action inside `tx`, by an expert or the autopilot, with its journey step (a claim's
+/// `claimed`, a reply's `released`, written by pod `pod`); nothing is committed.
+#[allow(clippy::too_many_arguments)] // the action and where it runs
 async fn carry_out(
     tx: &mut PgConnection,
     faults: &Faults,
+    pod: &str,
     org_id: Uuid,
     item_id: Uuid,
     by: By<'_>,
@@ -396,6 +403,21 @@ async fn carry_out(
         send_at: item.send_at,
         autopilot_rule: item.autopilot_rule.clone(),
     })];
+    let trace_id = trace::current().map(|t| t.trace_id());
+    let stamp = Stamp {
+        pod,
+        trace_id: trace_id.as_deref(),
+    };
+    if let Some(user_id) = holder.filter(|_| item.status == Claimed) {
+        let by = ClaimedBy {
+            user_id,
+            assigned_by: match action {
+                Action::Assign { .. } => by.user_id(),
+                _ => None,
+            },
+        };
+        message_journey::claimed(&mut *tx, item.id, by, stamp).await?;
+    }
     let mut reply_out = None;
     let mut corrects = None;
     if needs_reply {
@@ -427,6 +449,16 @@ async fn carry_out(
         .await?;
         // The release is a trace of its own (the request's), linked to the event's.
         trace::link(&tracing::Span::current(), inserted.answers_trace.as_ref());
+        let released_by = match by {
+            By::Expert(actor) => ReleasedBy::User(actor.user_id),
+            By::Autopilot { rule } => ReleasedBy::Autopilot { rule },
+        };
+        let made_of = match (action, author) {
+            (Action::Release { .. }, Author::Agent) => "draft",
+            (Action::Release { .. }, _) => "edited",
+            _ => "own",
+        };
+        message_journey::released(&mut *tx, message_id, released_by, made_of, stamp).await?;
         let outbox_id = inserted.outbox_id;
         faults.check(Step::AfterOutbox).await?;
         let summary = MessageSummary {

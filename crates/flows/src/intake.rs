@@ -72,7 +72,14 @@ impl std::fmt::Debug for Intake {
 impl Intake {
     /// Starts the writers. They stop when every handle is dropped (after the HTTP server,
     /// whose in-flight requests they serve, has finished).
-    pub fn start(db: PgPool, redis: Redis, queue: InboundQueue, faults: Faults) -> Self {
+    /// `pod` is the id the journey's intake steps name.
+    pub fn start(
+        db: PgPool,
+        redis: Redis,
+        queue: InboundQueue,
+        faults: Faults,
+        pod: Arc<str>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel::<Pending>(MAX_BATCH * 8);
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..WRITERS {
@@ -81,6 +88,7 @@ impl Intake {
                 redis: redis.clone(),
                 queue: queue.clone(),
                 faults: faults.clone(),
+                pod: pod.clone(),
             };
             let rx = rx.clone();
             periodic::detach(async move {
@@ -132,6 +140,7 @@ struct Writer {
     redis: Redis,
     queue: InboundQueue,
     faults: Faults,
+    pod: Arc<str>,
 }
 
 impl Writer {
@@ -179,7 +188,7 @@ impl Writer {
 
         // 2. One statement, one commit; a row Postgres refuses fails alone.
         metrics::histogram!("inbox_batch_size").record(events.len() as f64);
-        match inbox::insert_isolating(&self.db, &events).await {
+        match inbox::insert_isolating(&self.db, &events, &self.pod).await {
             Ok(outcomes) => {
                 self.committed(&events, replies, event_scopes, claimed, outcomes)
                     .await

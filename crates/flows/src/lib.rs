@@ -25,6 +25,7 @@ pub mod idempotency;
 pub mod inbound;
 pub mod inbox;
 pub mod intake;
+pub mod journey;
 pub mod notes;
 pub mod orgs;
 pub mod periodic;
@@ -64,6 +65,8 @@ pub struct Deps {
     pub inbound: inbound::Batches,
     /// Test-only fault injection (never armed in production).
     pub faults: switchboard_domain::faults::Faults,
+    /// This pod's id (`POD_ID`), which every journey step it writes names.
+    pub pod: Arc<str>,
 }
 
 /// A flow's own transaction, committed with [`commit`].

@@ -59,6 +59,10 @@ pub struct Counts {
     /// `conversation_erased`.
     pub events_rewritten: u64,
     pub idempotency_keys: u64,
+    /// Journey steps of their messages and inbox events (absent from erasures recorded
+    /// before the journey existed).
+    #[serde(default)]
+    pub message_journey: u64,
 }
 
 /// Records the request, or returns the customer's existing erasure (AA5: one per customer,
@@ -386,7 +390,19 @@ async fn delete_rows(
     .bind(inbox_events)
     .execute(&mut *tx)
     .await?;
+    // The journey first: its steps are found through the messages and events going next.
+    let journey = sqlx::query(
+        "DELETE FROM message_journey
+          WHERE message_id IN (SELECT id FROM messages WHERE conversation_id = ANY($1))
+             OR inbound_event_id = ANY($2)",
+    )
+    .bind(conversations)
+    .bind(inbox_events)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     let mut c = Counts {
+        message_journey: journey,
         inbound_events: run(
             tx,
             "DELETE FROM inbound_events WHERE id = ANY($1)",

@@ -46,6 +46,11 @@ pub struct DraftRow {
     pub entry: Value,
     /// The autopilot's admission of the draft, if it was admitted.
     pub hold: Option<Hold>,
+    /// How long the agent took to answer (or to fail), in milliseconds: the journey's
+    /// `drafted` says so.
+    pub agent_ms: i64,
+    /// The trace id of the job's span, while tracing is on.
+    pub trace_id: Option<String>,
 }
 
 /// Stores drafts, one per input row, in one statement and so one atomic commit: for each
@@ -66,16 +71,24 @@ pub struct DraftRow {
 /// Arrays, one element per row: `$1` draft id, `$2` org, `$3` conversation, `$4` message,
 /// `$5` body, `$6` confidence, `$7` cost, `$8` fallback, `$9` history entry, `$11` inbox
 /// event, `$12` the hold in seconds (none: not admitted), `$13` the admitting rule, `$14`
-/// the policy judged, `$15` the item's version judged; `$10` the history length. Returns
-/// the inbox events whose draft was stored now, and whether their item is on hold.
+/// the policy judged, `$15` the item's version judged, `$17` the agent's milliseconds,
+/// `$18` the trace id; `$10` the history length, `$16` the writing pod. Returns the inbox
+/// events whose draft was stored now, and whether their item is on hold.
+///
+/// The journey's steps are written with them: `drafted` for each draft stored now (agent
+/// latency, confidence, fallback), and `shown` for each item that now holds it (the item
+/// experts see: `pending`, or `auto_pending` while the autopilot holds it); a draft that
+/// reached no item (an older message's, or one a reply already answered) is drafted, not
+/// shown.
 static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH input AS (
            SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
                                 $6::real[], $7::float8[], $8::bool[], $9::jsonb[], $11::uuid[],
-                                $12::int4[], $13::text[], $14::jsonb[], $15::int4[])
+                                $12::int4[], $13::text[], $14::jsonb[], $15::int4[],
+                                $17::int8[], $18::text[])
              AS t(draft_id, org_id, conversation_id, message_id, body, confidence, cost,
-                  fallback, entry, event_id, hold, rule, policy, seen)
+                  fallback, entry, event_id, hold, rule, policy, seen, agent_ms, trace_id)
          ), admit AS (
            SELECT i.conversation_id, i.hold, i.rule, i.seen FROM input i
            JOIN orgs o ON o.id = i.org_id
@@ -149,7 +162,23 @@ static STORE_DRAFTS: LazyLock<String> = LazyLock::new(|| {
              version = expert_queue.version + 1,
              updated_at = now()
            RETURNING id, org_id, conversation_id, status, version, claimed_by, flagged_for_review,
-                     send_at, autopilot_rule, (xmax = 0) AS created
+                     send_at, autopilot_rule, (xmax = 0) AS created, draft_id
+         ), journey AS (
+           INSERT INTO message_journey (org_id, conversation_id, message_id, step, at, pod,
+                                        detail, trace_id)
+           SELECT i.org_id, i.conversation_id, i.message_id, 'drafted', clock_timestamp(), $16,
+                  jsonb_strip_nulls(jsonb_build_object('draft_id', i.draft_id,
+                    'agent_ms', i.agent_ms, 'confidence', i.confidence, 'fallback', i.fallback)),
+                  i.trace_id
+           FROM input i WHERE i.draft_id IN (SELECT id FROM draft)
+           UNION ALL
+           SELECT q.org_id, q.conversation_id, i.message_id, 'shown', clock_timestamp(), $16,
+                  jsonb_strip_nulls(jsonb_build_object('queue_item_id', q.id,
+                    'status', q.status, 'version', q.version, 'flagged_for_review',
+                    q.flagged_for_review, 'autopilot_rule', q.autopilot_rule)),
+                  i.trace_id
+           FROM item q JOIN input i ON i.conversation_id = q.conversation_id
+           WHERE q.draft_id = i.draft_id
          ), events AS (
            INSERT INTO event_outbox (org_id, event, payload)
            SELECT q.org_id, CASE WHEN q.created THEN 'queue_item_created' ELSE 'queue_item_updated' END,
@@ -197,6 +226,7 @@ pub async fn store_batch(
     db: &PgPool,
     rows: &[DraftRow],
     history_len: i64,
+    pod: &str,
 ) -> Result<Vec<(Uuid, bool)>, sqlx::Error> {
     let column = |f: fn(&DraftRow) -> Uuid| rows.iter().map(f).collect::<Vec<_>>();
     let holds = || rows.iter().map(|r| r.hold.as_ref());
@@ -222,6 +252,13 @@ pub async fn store_batch(
         .bind(
             holds()
                 .map(|h| h.and_then(|h| h.seen_version))
+                .collect::<Vec<_>>(),
+        )
+        .bind(pod)
+        .bind(rows.iter().map(|r| r.agent_ms).collect::<Vec<_>>())
+        .bind(
+            rows.iter()
+                .map(|r| r.trace_id.as_deref())
                 .collect::<Vec<_>>(),
         )
         .fetch_all(db)

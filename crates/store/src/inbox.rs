@@ -59,6 +59,8 @@ pub struct NewEvent {
     pub processed: bool,
     /// The webhook span's trace context, stored for the job and the journey.
     pub traceparent: Option<TraceParent>,
+    /// When the request reached the pod (its clock): the journey's `received`.
+    pub arrived_at: DateTime<Utc>,
 }
 
 /// Inserts many events in one statement and one commit; for each input, the new id or
@@ -68,9 +70,14 @@ pub struct NewEvent {
 ///
 /// What Postgres refuses in any event (NUL characters, which neither `text` nor `jsonb`
 /// can hold) is stripped first, so such an event is stored rather than failing its batch.
+///
+/// The same statement writes the journey's `received` (at the event's `arrived_at`) and
+/// `committed` steps of each new event that carries a message, written by pod `pod`: they
+/// exist exactly when the event does.
 pub async fn insert_batch(
     pool: &PgPool,
     events: &[NewEvent],
+    pod: &str,
 ) -> Result<Vec<Option<Uuid>>, StoreError> {
     let mut orgs = Vec::with_capacity(events.len());
     let mut conns = Vec::with_capacity(events.len());
@@ -94,19 +101,37 @@ pub async fn insert_batch(
         done.push(e.processed);
     }
     let key_refs: Vec<&str> = keys.iter().map(|k| k.as_ref()).collect();
-    let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
-        "INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload, processed_at,
-                                     traceparent)
-         SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END, tp
-         FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::bool[],
-                     $7::text[])
-              AS t(o, c, ch, k, p, d, tp)
-         WHERE NOT EXISTS (SELECT 1 FROM inbound_tombstones tb
-                           WHERE tb.connection_id = t.c
-                             AND tb.dedup_sha256 = sha256(convert_to(t.k, 'UTF8')))
-         ON CONFLICT (connection_id, dedup_key) DO NOTHING
-         RETURNING id, connection_id, dedup_key",
-    )
+    let arrived: Vec<DateTime<Utc>> = events.iter().map(|e| e.arrived_at).collect();
+    let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(&format!(
+        "WITH input AS (
+           SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[],
+                                $6::bool[], $7::text[], $8::timestamptz[])
+             AS t(o, c, ch, k, p, d, tp, a)
+         ), stored AS (
+           INSERT INTO inbound_events (org_id, connection_id, channel, dedup_key, payload,
+                                       processed_at, traceparent)
+           SELECT o, c, ch::channel_kind, k, p, CASE WHEN d THEN now() END, tp
+           FROM input t
+           WHERE NOT EXISTS (SELECT 1 FROM inbound_tombstones tb
+                             WHERE tb.connection_id = t.c
+                               AND tb.dedup_sha256 = sha256(convert_to(t.k, 'UTF8')))
+           ON CONFLICT (connection_id, dedup_key) DO NOTHING
+           RETURNING id, org_id, connection_id, dedup_key, processed_at, traceparent
+         ), journey AS (
+           -- An event with nothing to process (a bot's message) becomes no message.
+           INSERT INTO message_journey (org_id, inbound_event_id, step, at, pod, trace_id)
+           SELECT e.org_id, e.id, s.step,
+                  CASE s.step WHEN 'received'
+                    THEN (SELECT min(t.a) FROM input t
+                          WHERE t.c = e.connection_id AND t.k = e.dedup_key)
+                    ELSE clock_timestamp() END,
+                  $9, {trace}
+           FROM stored e CROSS JOIN (VALUES ('received'), ('committed')) AS s(step)
+           WHERE e.processed_at IS NULL
+         )
+         SELECT id, connection_id, dedup_key FROM stored",
+        trace = crate::message_journey::trace_id_of("e.traceparent"),
+    ))
     .bind(&orgs)
     .bind(&conns)
     .bind(&channels)
@@ -114,9 +139,10 @@ pub async fn insert_batch(
     .bind(&payloads)
     .bind(&done)
     .bind(&traces)
+    .bind(&arrived)
+    .bind(pod)
     .fetch_all(pool)
-    .await
-    ?;
+    .await?;
     let mut inserted: std::collections::HashMap<(Uuid, String), Uuid> = rows
         .into_iter()
         .map(|(id, conn, key)| ((conn, key), id))
@@ -139,15 +165,16 @@ pub type RowOutcome = Result<Option<Uuid>, StoreError>;
 pub async fn insert_isolating(
     pool: &PgPool,
     events: &[NewEvent],
+    pod: &str,
 ) -> Result<Vec<RowOutcome>, StoreError> {
-    match insert_batch(pool, events).await {
+    match insert_batch(pool, events, pod).await {
         Ok(ids) => Ok(ids.into_iter().map(Ok).collect()),
         Err(e) if !e.is_row_error() => Err(e),
         Err(e) if events.len() == 1 => Ok(vec![Err(e)]),
         Err(_) => {
             let (left, right) = events.split_at(events.len() / 2);
-            let mut out = Box::pin(insert_isolating(pool, left)).await?;
-            out.extend(Box::pin(insert_isolating(pool, right)).await?);
+            let mut out = Box::pin(insert_isolating(pool, left, pod)).await?;
+            out.extend(Box::pin(insert_isolating(pool, right, pod)).await?);
             Ok(out)
         }
     }
@@ -192,38 +219,56 @@ pub fn strip_nul_str(s: &str) -> Cow<'_, str> {
 /// them), each with a fresh claim token; returns the events it took, in no particular order:
 /// an event left out is processed, parked, waiting for its retry time, held by another
 /// worker, or gone.
+///
+/// Each event taken gets its journey's `queued` step (by pod `pod`, in the webhook's trace)
+/// in the same statement: one per attempt, as each claim is one.
 pub async fn claim_many<'e>(
     db: impl sqlx::PgExecutor<'e>,
     ids: &[Uuid],
     lease: Duration,
+    pod: &str,
 ) -> Result<Vec<InboundEvent>, StoreError> {
-    Ok(sqlx::query_as(CLAIM)
+    Ok(sqlx::query_as(CLAIM.as_str())
         .bind(ids)
         .bind(lease.as_secs_f64())
+        .bind(pod)
         .fetch_all(db)
         .await?)
 }
 
-/// The claim statement (`$1` event ids, `$2` lease seconds); public so tests can check its
-/// plan. It commits without waiting for the WAL flush: a claim lost to a crash only leaves
+/// The claim statement (`$1` event ids, `$2` lease seconds, `$3` the claiming pod, for the
+/// journey's `queued`); public so tests can check its plan. It commits without waiting for the WAL flush: a claim lost to a crash only leaves
 /// the event unclaimed, and what the job commits after it (synchronously, at the latest with
 /// the draft) flushes the log up to and including the claim.
 ///
 /// `retry_at` is checked here and not only by the sweeper: a job pushed for an event that is
 /// backing off (a second push of one webhook, an orphaned job returned by the queue) must
 /// not run it before its time, or a failing event would be retried as fast as jobs arrive.
-pub const CLAIM: &str = concat!(
-    crate::async_commit!(),
-    "
-     UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2),
-            claim_token = gen_random_uuid()
-     FROM async_commit
-     WHERE id = ANY($1::uuid[]) AND processed_at IS NULL AND parked_at IS NULL
-       AND (locked_until IS NULL OR locked_until < now())
-       AND (retry_at IS NULL OR retry_at <= now())
-     RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at, retry_at,
-               claim_token, traceparent"
-);
+pub static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{async_commit},
+         claimed AS (
+           UPDATE inbound_events SET locked_until = now() + make_interval(secs => $2),
+                  claim_token = gen_random_uuid()
+           FROM async_commit
+           WHERE id = ANY($1::uuid[]) AND processed_at IS NULL AND parked_at IS NULL
+             AND (locked_until IS NULL OR locked_until < now())
+             AND (retry_at IS NULL OR retry_at <= now())
+           RETURNING id, org_id, connection_id, channel, dedup_key, payload, processed_at,
+                     retry_at, claim_token, traceparent, attempts
+         ), journey AS (
+           INSERT INTO message_journey (org_id, inbound_event_id, step, at, pod, detail, trace_id)
+           SELECT org_id, id, 'queued', clock_timestamp(), $3,
+                  jsonb_build_object('attempt', attempts + 1), {trace}
+           FROM claimed
+         )
+         SELECT id, org_id, connection_id, channel, dedup_key, payload, processed_at, retry_at,
+                claim_token, traceparent
+         FROM claimed",
+        async_commit = crate::async_commit!(),
+        trace = crate::message_journey::trace_id_of("traceparent"),
+    )
+});
 
 /// Extends the lease of an event that is still being processed by the claim `token` names;
 /// `false` when that claim is no longer the event's (taken over after it lapsed, or the

@@ -24,6 +24,7 @@ pub mod export;
 pub mod idempotency;
 pub mod inbox;
 pub mod invitations;
+pub mod message_journey;
 pub mod messages;
 pub mod org_event_seq;
 pub mod org_members;

@@ -33,6 +33,8 @@ pub struct MessageRow {
     /// The storing job's span context (in the inbound event's trace): a reply answering
     /// this message links its own trace to it.
     pub traceparent: Option<TraceParent>,
+    /// The inbox event it came in: its journey's intake steps become the message's.
+    pub event_id: Uuid,
 }
 
 /// What storing a customer message found and did.
@@ -76,7 +78,9 @@ pub struct StoredMessage {
 /// display name, `$5` connection, `$6` text, `$7` channel message id, `$8` reply-to, `$9`
 /// the new message's id, `$10` its history entry; `$11` how many entries the history keeps,
 /// `$12` how many recent messages to return; `$13` (an array) the storing job's trace
-/// context. Returns, per row in input order, the
+/// context; `$14` (an array) the inbox event. The journey's steps of that event so far
+/// (received, committed, queued) are given the message, new or earlier, and its
+/// conversation. Returns, per row in input order, the
 /// conversation, the message (new or earlier), whether it is new, the earlier message's
 /// draft fallback flag, and the conversation's last `$12` messages before this one (authors
 /// and bodies, oldest first).
@@ -86,14 +90,15 @@ static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
          input AS (
            SELECT t.org_id, t.channel::channel_kind AS channel, t.external_id, t.display_name,
                   t.connection_id, t.body, t.channel_message_id, t.reply_to, t.message_id,
-                  t.entry, t.traceparent, t.n
+                  t.entry, t.traceparent, t.event_id, t.n
            FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::text[],
-                       $7::text[], $8::jsonb[], $9::uuid[], $10::jsonb[], $13::text[])
+                       $7::text[], $8::jsonb[], $9::uuid[], $10::jsonb[], $13::text[],
+                       $14::uuid[])
              WITH ORDINALITY AS t(org_id, channel, external_id, display_name, connection_id,
                                   body, channel_message_id, reply_to, message_id, entry,
-                                  traceparent, n)
+                                  traceparent, event_id, n)
          ), earlier AS (
-           SELECT i.n, m.id, d.fallback FROM input i
+           SELECT i.n, m.id, m.conversation_id, d.fallback FROM input i
            JOIN messages m ON m.org_id = i.org_id AND m.channel = i.channel
                           AND m.channel_message_id = i.channel_message_id
            LEFT JOIN drafts d ON d.message_id = m.id
@@ -169,6 +174,16 @@ static STORE_MESSAGES: LazyLock<String> = LazyLock::new(|| {
            WHERE conversation_id IN (SELECT conversation_id FROM message)
              AND status <> 'resolved'
            RETURNING q.*
+         ), journey AS (
+           -- Only this event's own steps, which nothing else writes: no lock order to keep.
+           UPDATE message_journey j
+           SET message_id = COALESCE(m.id, e.id), conversation_id = COALESCE(m.conversation_id,
+                                                                         e.conversation_id)
+           FROM input i
+           LEFT JOIN message m ON m.id = i.message_id
+           LEFT JOIN earlier e ON e.n = i.n
+           WHERE j.inbound_event_id = i.event_id AND j.message_id IS NULL
+             AND COALESCE(m.id, e.id) IS NOT NULL
          ), events AS (
            INSERT INTO event_outbox (org_id, event, payload)
            SELECT i.org_id, 'message_created',
@@ -242,6 +257,7 @@ pub async fn store_batch(
                 .map(|r| r.traceparent.map(|t| t.to_string()))
                 .collect::<Vec<_>>(),
         )
+        .bind(uuids(|r| r.event_id))
         .fetch_all(db)
         .await
 }

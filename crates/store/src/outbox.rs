@@ -14,6 +14,7 @@
 //! dead-letter row.
 
 use crate::StoreError;
+use crate::message_journey::{Delivery, outbox_steps};
 use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use std::time::Duration;
@@ -268,22 +269,24 @@ pub async fn record_part(
 /// Every part went out: the row and its message are `sent` with the (first part's)
 /// provider id and the time, a dead-letter row, if any, is resolved, and `event` (the
 /// console's `message_status_updated`) is stored for the relay: one statement, so one
-/// commit. `false` (and nothing written) when the lease was lost.
+/// commit. The journey's last `attempt` and `delivered` are written with it. `false` (and
+/// nothing written) when the lease was lost.
 pub async fn mark_sent<'e>(
     db: impl PgExecutor<'e>,
     id: Uuid,
     lease_id: Uuid,
     provider_id: &str,
     event: &Event,
+    journey: Delivery<'_>,
 ) -> Result<bool, StoreError> {
     let (name, payload) = crate::event_outbox::row(event)?;
-    let sent: Option<i32> = sqlx::query_scalar(
+    let sent: Option<i32> = sqlx::query_scalar(&format!(
         "WITH o AS (
            UPDATE outbox SET status = 'sent', provider_id = $3, sent_at = now(), last_error = NULL,
                   locked_until = NULL, lease_id = NULL, updated_at = now()
            WHERE id = $1 AND lease_id = $2
-           RETURNING id, org_id, conversation_id, message_id
-         ), m AS (
+           RETURNING id, org_id, conversation_id, message_id, parts
+         ), {journey}, m AS (
            UPDATE messages SET delivery_status = 'sent', provider_message_id = $3,
                   delivered_at = now(), delivery_error = NULL
            FROM o WHERE messages.id = o.message_id RETURNING messages.id
@@ -295,12 +298,22 @@ pub async fn mark_sent<'e>(
            INSERT INTO event_outbox (org_id, event, payload) SELECT o.org_id, $4, $5 FROM o
          )
          SELECT 1 FROM o",
-    )
+        journey = outbox_steps(
+            "$6",
+            "'delivered'",
+            "jsonb_build_object('parts', jsonb_array_length(o.parts))",
+            "$7",
+            "$8"
+        ),
+    ))
     .bind(id)
     .bind(lease_id)
     .bind(provider_id)
     .bind(name)
     .bind(payload)
+    .bind(journey.attempt.map(|a| a.detail()))
+    .bind(journey.stamp.pod)
+    .bind(journey.stamp.trace_id)
     .fetch_optional(db)
     .await?;
     Ok(sent.is_some())
@@ -309,8 +322,9 @@ pub async fn mark_sent<'e>(
 /// A failed attempt that will be retried: counted, the error kept, the row and its
 /// message `retry`, and `event` stored for the relay, in one statement. With `release` the
 /// lease is given back and the row is due again in `after` (the job is rescheduled);
-/// without it the worker keeps the row and retries itself. `false` (and nothing written)
-/// when the lease was lost.
+/// without it the worker keeps the row and retries itself. The journey's `attempt` is
+/// written with it. `false` (and nothing written) when the lease was lost.
+#[allow(clippy::too_many_arguments)] // one statement's inputs
 pub async fn mark_retry<'e>(
     db: impl PgExecutor<'e>,
     id: Uuid,
@@ -319,24 +333,26 @@ pub async fn mark_retry<'e>(
     after: Duration,
     release: bool,
     event: &Event,
+    journey: Delivery<'_>,
 ) -> Result<bool, StoreError> {
     let (name, payload) = crate::event_outbox::row(event)?;
-    let recorded: Option<i32> = sqlx::query_scalar(
+    let recorded: Option<i32> = sqlx::query_scalar(&format!(
         "WITH o AS (
            UPDATE outbox SET status = 'retry', attempts = attempts + 1, last_error = $3,
                   next_attempt_at = now() + make_interval(secs => $4),
                   locked_until = CASE WHEN $5 THEN NULL ELSE locked_until END,
                   lease_id = CASE WHEN $5 THEN NULL ELSE lease_id END, updated_at = now()
            WHERE id = $1 AND lease_id = $2
-           RETURNING org_id, message_id
-         ), m AS (
+           RETURNING org_id, conversation_id, message_id
+         ), {journey}, m AS (
            UPDATE messages SET delivery_status = 'retry', delivery_error = $3
            FROM o WHERE messages.id = o.message_id RETURNING messages.id
          ), e AS (
            INSERT INTO event_outbox (org_id, event, payload) SELECT o.org_id, $6, $7 FROM o
          )
          SELECT 1 FROM o",
-    )
+        journey = outbox_steps("$8", "NULL", "NULL", "$9", "$10"),
+    ))
     .bind(id)
     .bind(lease_id)
     .bind(error)
@@ -344,6 +360,9 @@ pub async fn mark_retry<'e>(
     .bind(release)
     .bind(name)
     .bind(payload)
+    .bind(journey.attempt.map(|a| a.detail()))
+    .bind(journey.stamp.pod)
+    .bind(journey.stamp.trace_id)
     .fetch_optional(db)
     .await?;
     Ok(recorded.is_some())
@@ -405,14 +424,17 @@ pub struct Failed {
 
 /// The round failed for good: the row and its message become `failed` and the dead-letter
 /// row is written (`queued` for the dead-letter worker) — or, when the dead-letter retries
-/// are used up or the failure is [`Failure::dead`], all three become `dead`.
+/// are used up or the failure is [`Failure::dead`], all three become `dead`. The journey's
+/// last `attempt` (none when the round failed before any call) and `dead_lettered` are
+/// written with them.
 pub async fn mark_failed(
     tx: &mut PgConnection,
     id: Uuid,
     lease_id: Uuid,
     failure: Failure<'_>,
+    journey: Delivery<'_>,
 ) -> Result<Option<Failed>, StoreError> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as(&format!(
         "WITH o AS (
            UPDATE outbox SET
              status = CASE WHEN $8 OR EXISTS (SELECT 1 FROM channel_failures f
@@ -421,7 +443,7 @@ pub async fn mark_failed(
              attempts = $5, last_error = $3, locked_until = NULL, lease_id = NULL, updated_at = now()
            WHERE id = $1 AND lease_id = $2
            RETURNING id, org_id, conversation_id, message_id, channel, status
-         ), f AS (
+         ), {journey}, f AS (
            INSERT INTO channel_failures (outbox_id, org_id, channel, error, provider_status,
                                          attempts, status, next_attempt_at)
            SELECT o.id, o.org_id, o.channel, $3, $4, $5,
@@ -441,7 +463,14 @@ pub async fn mark_failed(
          )
          SELECT o.org_id, o.conversation_id, o.message_id, o.status, f.id AS failure_id
          FROM o CROSS JOIN f",
-    )
+        journey = outbox_steps(
+            "$9",
+            "'dead_lettered'",
+            "jsonb_build_object('dead', o.status = 'dead', 'attempts', $5::int4)",
+            "$10",
+            "$11"
+        ),
+    ))
     .bind(id)
     .bind(lease_id)
     .bind(failure.error)
@@ -450,6 +479,9 @@ pub async fn mark_failed(
     .bind(failure.max_retries)
     .bind(failure.backoff.seconds_table(21))
     .bind(failure.dead)
+    .bind(journey.attempt.map(|a| a.detail()))
+    .bind(journey.stamp.pod)
+    .bind(journey.stamp.trace_id)
     .fetch_optional(&mut *tx)
     .await?)
 }

@@ -45,6 +45,12 @@ pub struct Step {
 /// The steps in order: children first.
 pub const STEPS: &[Step] = &[
     Step {
+        // Ids, numbers and user names only, but a message's path is theirs too.
+        table: "message_journey",
+        sql: "DELETE FROM message_journey WHERE id IN (
+                SELECT id FROM message_journey WHERE org_id = $1 AND at < $2 LIMIT $3)",
+    },
+    Step {
         table: "channel_failures",
         sql: "DELETE FROM channel_failures WHERE id IN (
                 SELECT id FROM channel_failures

@@ -206,7 +206,7 @@ async fn write_all(
     description = "Everything held about the customer (org admins), streamed: `customer`, \
         `conversations` (with the agent's running summary), `messages` both ways with their \
         delivery, `drafts` shown to experts, `notes` (internal), `deliveries` with their dead \
-        letters, and the `audit` rows naming them. One consistent snapshot; a response cut short \
+        letters, each message's `journey` steps, and the `audit` rows naming them. One consistent snapshot; a response cut short \
         means the export failed.",
     responses((status = 200, description = "The export", content_type = "application/json"),
         (status = 401, description = "No valid bearer token", body = ErrorBody),

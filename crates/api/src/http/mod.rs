@@ -15,6 +15,7 @@ mod export;
 pub(crate) mod health;
 mod inbound_events;
 mod invitations;
+mod journey;
 mod members;
 mod notes;
 mod openapi;
@@ -55,6 +56,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .merge(auth::router())
         .merge(connections::router())
         .merge(conversations::router())
+        .merge(journey::router())
         .merge(customers::router())
         .merge(export::router())
         .merge(audit::router())

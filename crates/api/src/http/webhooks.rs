@@ -57,6 +57,8 @@ async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
+    // The journey's `received`: the pod's clock as the request reached the handler.
+    let arrived_at = chrono::Utc::now();
     // The event's trace starts here (or continues the request's): its context is stored
     // with the inbox row and travels with the job.
     let span = tracing::info_span!(
@@ -72,6 +74,7 @@ async fn receive(
         connection_id,
         uri,
         headers,
+        arrived_at,
     };
     let answer = accept(state, request, body).instrument(span.clone()).await;
     if answer.is_err() {
@@ -86,6 +89,7 @@ struct Received {
     connection_id: String,
     uri: axum::http::Uri,
     headers: HeaderMap,
+    arrived_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The webhook, in its span.
@@ -99,6 +103,7 @@ async fn accept(
         connection_id,
         uri,
         headers,
+        arrived_at,
     } = request;
     let body_len = body.as_ref().map_or(0, Bytes::len);
     let body = body.map_err(|r| {
@@ -211,6 +216,7 @@ async fn accept(
                 payload,
                 processed: !has_message,
                 traceparent: trace::of(&span),
+                arrived_at,
             },
             scope,
         )

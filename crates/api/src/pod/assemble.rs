@@ -121,6 +121,7 @@ impl App {
             &config.pod_id(),
             Routes::from_config(&config, mailer.clone()),
         );
+        let pod: Arc<str> = config.pod_id().into();
         let flows = Deps {
             alerts: alerts.clone(),
             db: db.clone(),
@@ -135,7 +136,8 @@ impl App {
             dispatch: Dispatcher::new(&config, cipher.clone())
                 .map_err(|e| StartError::Violations(vec![e.to_string()]))?,
             faults: faults(&config)?,
-            inbound: inbound::Batches::start(db.clone(), inbox_lease),
+            inbound: inbound::Batches::start(db.clone(), inbox_lease, pod.clone()),
+            pod: pod.clone(),
         };
         let inbound = InboundQueue::inbound(&redis).with_poll(queue_poll);
         let protection = Protection {
@@ -159,6 +161,7 @@ impl App {
                 redis.clone(),
                 inbound.clone(),
                 flows.faults.clone(),
+                pod,
             ),
             inbound,
             flows,

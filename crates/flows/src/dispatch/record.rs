@@ -10,9 +10,11 @@ use super::{DispatchError, MAX_DEAD_LETTER_RETRIES, Outcome};
 use crate::Deps;
 use std::time::Duration;
 use switchboard_domain::events::MessageStatusUpdated;
+use switchboard_domain::trace;
 use switchboard_domain::{DeliveryStatus, Event};
 use switchboard_jobs::periodic::queue_alert;
 use switchboard_store::event_outbox;
+use switchboard_store::message_journey::{Attempt, Delivery, Stamp};
 use switchboard_store::outbox::{self, Claimed, Failure};
 
 /// Why a round stopped short of sending every part.
@@ -40,6 +42,52 @@ impl Verdict {
             Verdict::Retry { status, .. } | Verdict::Permanent { status, .. } => *status,
         }
     }
+
+    /// The journey's `attempt` of the call that ended so, numbered `number` in its round:
+    /// the status, or a class of failure; never the provider's words, which can quote the
+    /// customer's message.
+    fn attempt(&self, number: i32) -> Attempt<'static> {
+        let status = self.status();
+        let (outcome, error_class) = match self {
+            Verdict::Retry { .. } if status.is_some() => ("retry", None),
+            Verdict::Retry { reason, .. } => ("retry", Some(transport_class(reason))),
+            Verdict::Permanent { .. } if status.is_some() => ("refused", None),
+            Verdict::Permanent { .. } => ("refused", Some("refused")),
+        };
+        Attempt {
+            number,
+            outcome,
+            status,
+            error_class,
+        }
+    }
+}
+
+/// A failed call without an HTTP status, by the words `outbound::http` starts its reason
+/// with.
+fn transport_class(reason: &str) -> &'static str {
+    if reason.contains("timed out") {
+        "timeout"
+    } else if reason.contains("could not connect") {
+        "connect"
+    } else {
+        "transport"
+    }
+}
+
+/// What this pod writes into the journey with an outcome: the attempt, its id, its trace.
+fn delivery<'a>(
+    deps: &'a Deps,
+    attempt: Option<Attempt<'a>>,
+    trace: &'a Option<String>,
+) -> Delivery<'a> {
+    Delivery {
+        attempt,
+        stamp: Stamp {
+            pod: &deps.pod,
+            trace_id: trace.as_deref(),
+        },
+    }
 }
 
 /// The `message_status_updated` event of the reply of outbox row `row`.
@@ -53,17 +101,26 @@ fn event(row: &Claimed, status: DeliveryStatus, error: Option<&str>) -> Event {
     })
 }
 
-/// Every part was accepted.
+/// Every part was accepted, the last one by attempt `attempt` of the round.
 pub(super) async fn sent(
     deps: &Deps,
     lease: &Lease,
     row: &Claimed,
     accepted: &[String],
+    attempt: i32,
 ) -> Result<Outcome, DispatchError> {
     let first = accepted.first().map_or("", String::as_str);
     let event = event(row, DeliveryStatus::Sent, None);
+    let trace = trace::current().map(|t| t.trace_id());
+    let call = Attempt {
+        number: attempt,
+        outcome: "accepted",
+        status: None,
+        error_class: None,
+    };
     let mark = || async {
-        let sent = outbox::mark_sent(&deps.db, row.id, row.lease_id, first, &event);
+        let journey = delivery(deps, Some(call), &trace);
+        let sent = outbox::mark_sent(&deps.db, row.id, row.lease_id, first, &event, journey);
         Ok(sent.await?.then_some(()))
     };
     if lease.write(deps, "sent", mark).await?.is_none() {
@@ -77,19 +134,21 @@ pub(super) async fn sent(
     })
 }
 
-/// A failed attempt: the row and message say `retry`. With `release` the lease is given
-/// back and the row is due again after `wait`. `false` when the lease was lost.
+/// Attempt `attempt` failed: the row and message say `retry`. With `release` the lease is
+/// given back and the row is due again after `wait`. `false` when the lease was lost.
 pub(super) async fn retry(
     deps: &Deps,
     lease: &Lease,
     row: &Claimed,
     verdict: &Verdict,
-    wait: Duration,
+    (attempt, wait): (i32, Duration),
     release: bool,
 ) -> Result<bool, DispatchError> {
     let reason = verdict.reason();
     tracing::info!(outbox_id = %row.id, channel = %row.channel, wait_ms = wait.as_millis() as u64, %reason, "outbound attempt failed; retrying");
     let event = event(row, DeliveryStatus::Retry, Some(reason));
+    let trace = trace::current().map(|t| t.trace_id());
+    let call = verdict.attempt(attempt);
     let mark = || async {
         let marked = outbox::mark_retry(
             &deps.db,
@@ -99,6 +158,7 @@ pub(super) async fn retry(
             wait,
             release,
             &event,
+            delivery(deps, Some(call), &trace),
         );
         Ok(marked.await?.then_some(()))
     };
@@ -141,15 +201,19 @@ pub(super) enum Ending {
 }
 
 /// The round failed for good: dead-lettered (or `dead` once the dead-letter retries are
-/// used up, or at once for an [`Ending::Dead`], which raises the alert).
+/// used up, or at once for an [`Ending::Dead`], which raises the alert). `called`: the
+/// round's last attempt was a provider call (and `attempts` its number), not a refusal
+/// before any call.
 pub(super) async fn failed(
     deps: &Deps,
     lease: &Lease,
     row: &Claimed,
-    attempts: i32,
+    (attempts, called): (i32, bool),
     verdict: &Verdict,
     ending: Ending,
 ) -> Result<Outcome, DispatchError> {
+    let trace = trace::current().map(|t| t.trace_id());
+    let call = called.then(|| verdict.attempt(attempts));
     let failure = Failure {
         error: verdict.reason(),
         provider_status: verdict.status(),
@@ -160,8 +224,9 @@ pub(super) async fn failed(
     };
     let mark = || async {
         let mut tx = deps.db.begin().await?;
-        let Some(failed) = outbox::mark_failed(&mut tx, row.id, row.lease_id, failure).await?
-        else {
+        let journey = delivery(deps, call, &trace);
+        let marked = outbox::mark_failed(&mut tx, row.id, row.lease_id, failure, journey);
+        let Some(failed) = marked.await? else {
             tx.rollback().await?;
             return Ok(None);
         };

@@ -72,7 +72,8 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
                 reason: reason.to_string(),
                 status: None,
             };
-            return record::failed(deps, &lease, &row, row.attempts, &verdict, Ending::Dead).await;
+            let attempts = (row.attempts, false);
+            return record::failed(deps, &lease, &row, attempts, &verdict, Ending::Dead).await;
         }
     };
     let breaker = breakers::breaker(deps, row.channel, row.connection_id);
@@ -87,7 +88,7 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
         let verdict = match lease.hold(deps, sending).await? {
             Sent::All => {
                 breakers::note(&breaker, true).await;
-                return record::sent(deps, &lease, &row, &accepted).await;
+                return record::sent(deps, &lease, &row, &accepted, attempts + 1).await;
             }
             Sent::Stopped => return Ok(Outcome::LeaseLost),
             Sent::Failed(verdict) => verdict,
@@ -96,10 +97,12 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
         let Verdict::Retry { after, .. } = &verdict else {
             // The provider answered: it is up, whatever it thought of this message.
             breakers::note(&breaker, true).await;
+            let attempts = (attempts, true);
             return record::failed(deps, &lease, &row, attempts, &verdict, Ending::Retried).await;
         };
         let opened = breakers::note(&breaker, false).await;
         if attempts >= MAX_ATTEMPTS {
+            let attempts = (attempts, true);
             return record::failed(deps, &lease, &row, attempts, &verdict, Ending::Retried).await;
         }
         let settings = deps.dispatch.settings();
@@ -111,7 +114,7 @@ pub async fn process(deps: &Deps, outbox_id: Uuid) -> Result<Outcome, DispatchEr
             wait = wait.max(settings.breaker.cooldown);
         }
         let inline = wait <= settings.max_inline_wait;
-        if !record::retry(deps, &lease, &row, &verdict, wait, !inline).await? {
+        if !record::retry(deps, &lease, &row, &verdict, (attempts, wait), !inline).await? {
             return Ok(Outcome::LeaseLost);
         }
         if !inline {

@@ -33,14 +33,16 @@ pub struct Batches {
 }
 
 impl Batches {
-    /// Starts the batch tasks on the current runtime.
-    pub fn start(db: PgPool, lease: Duration) -> Self {
+    /// Starts the batch tasks on the current runtime; `pod` is the id the journey's steps
+    /// written by the claims and drafts name.
+    pub fn start(db: PgPool, lease: Duration, pod: Arc<str>) -> Self {
         let (claim_db, message_db) = (db.clone(), db.clone());
+        let claim_pod = pod.clone();
         Self {
             claims: Coalescer::spawn(
                 MAX_BATCH,
                 |id: &Uuid| *id,
-                move |ids| claim(claim_db.clone(), ids, lease),
+                move |ids| claim(claim_db.clone(), ids, lease, claim_pod.clone()),
             ),
             messages: Coalescer::spawn(
                 MAX_BATCH,
@@ -53,7 +55,7 @@ impl Batches {
             drafts: Coalescer::spawn(
                 MAX_BATCH,
                 |row: &DraftRow| row.conversation_id,
-                move |rows| store_drafts(db.clone(), rows),
+                move |rows| store_drafts(db.clone(), rows, pod.clone()),
             ),
         }
     }
@@ -87,11 +89,12 @@ async fn claim(
     db: PgPool,
     ids: Vec<Uuid>,
     lease: Duration,
+    pod: Arc<str>,
 ) -> Vec<Result<Option<InboundEvent>, JobError>> {
     each_on_failure(&ids, |ids| {
-        let db = db.clone();
+        let (db, pod) = (db.clone(), pod.clone());
         Box::pin(async move {
-            let mut taken = inbox::claim_many(&db, ids, lease).await?;
+            let mut taken = inbox::claim_many(&db, ids, lease, &pod).await?;
             Ok(ids
                 .iter()
                 .map(|id| {
@@ -117,11 +120,15 @@ async fn store_messages(db: PgPool, rows: Vec<MessageRow>) -> Vec<Result<StoredM
     .await
 }
 
-async fn store_drafts(db: PgPool, rows: Vec<DraftRow>) -> Vec<Result<Option<bool>, JobError>> {
+async fn store_drafts(
+    db: PgPool,
+    rows: Vec<DraftRow>,
+    pod: Arc<str>,
+) -> Vec<Result<Option<bool>, JobError>> {
     each_on_failure(&rows, |rows| {
-        let db = db.clone();
+        let (db, pod) = (db.clone(), pod.clone());
         Box::pin(async move {
-            let stored = drafts::store_batch(&db, rows, super::HISTORY_LEN).await?;
+            let stored = drafts::store_batch(&db, rows, super::HISTORY_LEN, &pod).await?;
             Ok(rows
                 .iter()
                 .map(|r| {

@@ -232,6 +232,7 @@ async fn run(deps: &Deps, event_id: Uuid, claim: &mut Option<Uuid>) -> Result<Ou
             message_id,
             entry,
             traceparent: trace::of(&span),
+            event_id,
         })
         .await?;
     if hold_stopped {
@@ -380,6 +381,7 @@ async fn draft(
         (Vec::new(), String::new())
     };
     let lines = prompt_lines(history, deps.inbox_policy.prompt_max_bytes);
+    let asked = std::time::Instant::now();
     let (body, confidence, cost, fallback) = match deps
         .agent
         .draft(org_id, conversation_id, &lines)
@@ -391,6 +393,7 @@ async fn draft(
             (FALLBACK_DRAFT.to_owned(), None, None, true)
         }
     };
+    let agent_ms = i64::try_from(asked.elapsed().as_millis()).unwrap_or(i64::MAX);
 
     let hold = if autopilot {
         crate::autopilot::judge_draft(
@@ -429,6 +432,8 @@ async fn draft(
             fallback,
             entry,
             hold,
+            agent_ms,
+            trace_id: trace::current().map(|t| t.trace_id()),
         })
         .await?;
     // Not stored: another run stored this message's draft first; its result stands.

@@ -7,7 +7,8 @@ use uuid::Uuid;
 /// The sections of a customer's export: who they are, their conversations (with the
 /// agent's running summary), every message both ways with its delivery, the drafts experts
 /// were shown, the internal notes (flagged as such), each reply's deliveries and dead
-/// letters, and the audit rows that name them or their conversations.
+/// letters, each message's journey, and the audit rows that name them or their
+/// conversations.
 pub fn sections(org_id: Uuid, customer_id: Uuid) -> Vec<Section> {
     let conversations = "SELECT id FROM conversations WHERE customer_id = $1 AND org_id = $2";
     let section = |name, single, sql: String| Section {
@@ -86,6 +87,19 @@ pub fn sections(org_id: Uuid, customer_id: Uuid) -> Vec<Section> {
                  FROM outbox o LEFT JOIN channel_failures f ON f.outbox_id = o.id
                  WHERE o.conversation_id IN ({conversations})
                  ORDER BY o.created_at, o.id"
+            ),
+        ),
+        section(
+            "journey",
+            false,
+            format!(
+                "SELECT jsonb_build_object('message_id', j.message_id,
+                        'conversation_id', j.conversation_id, 'step', j.step, 'at', j.at,
+                        'pod', j.pod, 'detail', j.detail, 'trace_id', j.trace_id)::text
+                 FROM message_journey j
+                 WHERE j.message_id IN (SELECT m.id FROM messages m
+                                        WHERE m.conversation_id IN ({conversations}))
+                 ORDER BY j.message_id, j.at, j.id"
             ),
         ),
         section(

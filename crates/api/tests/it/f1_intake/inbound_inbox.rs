@@ -97,9 +97,10 @@ async fn a_claim_uses_the_primary_key_while_statistics_lag_a_backlog() {
         .unwrap();
     insert(false, 20000).execute(&pool).await.unwrap();
     let plan: Vec<String> =
-        sqlx::query_scalar(&format!("EXPLAIN {}", switchboard_store::inbox::CLAIM))
+        sqlx::query_scalar(&format!("EXPLAIN {}", *switchboard_store::inbox::CLAIM))
             .bind(vec![uuid::Uuid::new_v4(), uuid::Uuid::new_v4()])
             .bind(30.0_f64)
+            .bind("pod-t")
             .fetch_all(&pool)
             .await
             .unwrap();

@@ -184,13 +184,18 @@ async fn a_batch_insert_stores_each_key_once_and_reports_duplicates_in_order() {
         payload: json!({"message": null}),
         processed: true,
         traceparent: None,
+        arrived_at: chrono::Utc::now(),
     };
     let pool = app.db.pool().await;
-    let first = insert_batch(&pool, &[event("a")]).await.unwrap();
+    let first = insert_batch(&pool, &[event("a")], "pod-t").await.unwrap();
     assert!(first[0].is_some());
-    let ids = insert_batch(&pool, &[event("b"), event("a"), event("b"), event("c")])
-        .await
-        .unwrap();
+    let ids = insert_batch(
+        &pool,
+        &[event("b"), event("a"), event("b"), event("c")],
+        "pod-t",
+    )
+    .await
+    .unwrap();
     let new: Vec<bool> = ids.iter().map(Option::is_some).collect();
     assert_eq!(new, [true, false, false, true]);
     assert_eq!(app.db.count("SELECT count(*) FROM inbound_events").await, 3);

@@ -26,6 +26,7 @@ fn message_row(org: Uuid, connection: Uuid, customer: &str, id: &str, text: &str
         message_id,
         entry: json!({"role": "customer", "text": text, "message_id": message_id}),
         traceparent: None,
+        event_id: Uuid::new_v4(),
     }
 }
 
@@ -43,6 +44,8 @@ fn draft_row(org: Uuid, stored: &StoredMessage, text: &str) -> DraftRow {
         fallback: false,
         entry: json!({"role": "agent_draft", "text": text, "draft_id": draft_id}),
         hold: None,
+        agent_ms: 0,
+        trace_id: None,
     }
 }
 
@@ -56,7 +59,7 @@ async fn batched_messages_and_drafts_come_out_as_if_run_alone() {
     let db = &app.db;
     let org = app.org().await;
     let (org, slack) = (org.id, org.conns["slack"]);
-    let batches = Batches::start(db.pool().await, Duration::from_secs(30));
+    let batches = Batches::start(db.pool().await, Duration::from_secs(30), "pod-t".into());
 
     let rows: Vec<MessageRow> = (0..12)
         .map(|i| {
@@ -247,7 +250,7 @@ async fn a_batch_fails_at_once_while_postgres_is_away() {
         .acquire_timeout(Duration::from_millis(300))
         .connect_lazy("postgres://postgres@127.0.0.1:1/none")
         .unwrap();
-    let batches = Batches::start(pool, Duration::from_secs(30));
+    let batches = Batches::start(pool, Duration::from_secs(30), "pod-t".into());
     let claims: Vec<_> = (0..5).map(|_| batches.claim(Uuid::new_v4())).collect();
     let outcomes = futures::future::join_all(claims).await;
     let unavailable = |o: &Result<_, JobError>| match o {

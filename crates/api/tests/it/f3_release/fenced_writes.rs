@@ -339,7 +339,9 @@ async fn inbox_renew_and_record_failure_by_a_former_holder_change_nothing() {
         ),
     };
 
-    let first = inbox::claim_many(&pool, &[id], lease).await.unwrap();
+    let first = inbox::claim_many(&pool, &[id], lease, "pod-t")
+        .await
+        .unwrap();
     let former = first[0].claim_token.unwrap();
     // Its lease runs out; another job claims the event.
     sqlx::query(
@@ -349,7 +351,9 @@ async fn inbox_renew_and_record_failure_by_a_former_holder_change_nothing() {
     .execute(&pool)
     .await
     .unwrap();
-    let second = inbox::claim_many(&pool, &[id], lease).await.unwrap();
+    let second = inbox::claim_many(&pool, &[id], lease, "pod-t")
+        .await
+        .unwrap();
     let holder = second[0].claim_token.unwrap();
     assert_ne!(former, holder);
     let before = inbox_state(&pool, id).await;
@@ -393,7 +397,7 @@ async fn the_inbox_claim_skips_events_whose_retry_time_is_ahead() {
 
     let lease = Duration::from_secs(30);
     assert!(
-        inbox::claim_many(&pool, &[id], lease)
+        inbox::claim_many(&pool, &[id], lease, "pod-t")
             .await
             .unwrap()
             .is_empty()

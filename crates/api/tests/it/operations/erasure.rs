@@ -185,6 +185,8 @@ async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks()
         "{counts}"
     );
     assert!(counts["idempotency_keys"].as_u64() >= Some(2), "{counts}");
+    // Two messages' intake and drafts, a claim-free release and its delivery, at least.
+    assert!(counts["message_journey"].as_u64() >= Some(8), "{counts}");
     let (_, event) = sock
         .next_matching(Duration::from_secs(10), |name, _| {
             name == "conversation_erased"
@@ -217,6 +219,11 @@ async fn after_erasure_no_byte_of_the_customer_is_left_on_plain_and_tls_stacks()
     let db = &app.db;
     assert_eq!(db.count("SELECT count(*) FROM customers").await, 1);
     assert_eq!(db.count("SELECT count(*) FROM messages").await, 1);
+    // Their journey went; the other customer's message keeps its own.
+    let orphans = "SELECT count(*) FROM message_journey
+          WHERE message_id IS NULL OR message_id NOT IN (SELECT id FROM messages)";
+    assert_eq!(db.count(orphans).await, 0, "no step outlives its message");
+    assert!(db.count("SELECT count(*) FROM message_journey").await > 0);
     assert_eq!(
         db.count(&format!(
             "SELECT count(*) FROM expert_queue WHERE id = '{kept_item}'"

@@ -86,6 +86,16 @@ async fn a_customers_export_holds_everything_about_them_as_json_or_ndjson() {
     assert_eq!(doc["notes"][0]["body"], "called twice");
     assert_eq!(doc["notes"][0]["internal"], true);
     assert_eq!(doc["deliveries"][0]["status"], "sent");
+    // Each message's path: the customer's from its webhook, the reply's to its delivery.
+    let steps: Vec<&str> = doc["journey"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    for step in ["received", "committed", "drafted", "released", "delivered"] {
+        assert!(steps.contains(&step), "{step} in {steps:?}");
+    }
     let actions: Vec<&str> = doc["audit"]
         .as_array()
         .unwrap()

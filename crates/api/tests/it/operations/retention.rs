@@ -71,13 +71,15 @@ async fn age(app: &TestApp, org: Uuid) {
         "UPDATE inbound_events SET received_at = received_at - interval '40 days' WHERE org_id = $1",
         "UPDATE events SET created_at = created_at - interval '40 days' WHERE org_id = $1",
         "UPDATE idempotency_keys SET created_at = created_at - interval '40 days' WHERE org_id = $1",
+        "UPDATE message_journey SET at = at - interval '40 days' WHERE org_id = $1",
     ] {
         sqlx::query(sql).bind(org).execute(&pool).await.unwrap();
     }
     pool.close().await;
 }
 
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
+    "message_journey",
     "customers",
     "conversations",
     "messages",
