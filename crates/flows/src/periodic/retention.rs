@@ -3,8 +3,7 @@
 //! across pods (AA2). A slot stops after [`MAX_PER_SLOT`] rows so that a first run on years
 //! of data spreads over slots; what is left goes in the next. Counts per table go to
 //! `retention_purged_rows_total{table}` and the run's detail; an org whose oldest message is
-//! more than a day past its window raises `retention_behind`. Batches are paced
-//! ([`pause_after`]) so that a purge of years of rows does not slow webhooks.
+//! more than a day past its window raises `retention_behind`.
 
 use async_trait::async_trait;
 use chrono::{Duration, Utc};
@@ -26,17 +25,6 @@ pub struct OrgRetention {
     pub alerts: Alerts,
 }
 
-/// The longest pause between two batches (see [`pause_after`]).
-const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// How long to wait after a batch that took `took` before the next: as long again, so the
-/// purge uses at most half of Postgres's time for its deletes (their WAL, index and
-/// checkpoint work) and webhooks' commits find the disk and the locks free half the time;
-/// at most [`MAX_PAUSE`], so a slow batch does not stall the slot.
-pub fn pause_after(took: std::time::Duration) -> std::time::Duration {
-    took.min(MAX_PAUSE)
-}
-
 /// Runs every org's purge once; rows removed per table.
 pub async fn purge(db: &PgPool, budget: u64) -> Result<Map<String, Value>, StoreError> {
     let mut counts = Map::new();
@@ -48,11 +36,7 @@ pub async fn purge(db: &PgPool, budget: u64) -> Result<Map<String, Value>, Store
                 if left == 0 {
                     break 'orgs;
                 }
-                let started = std::time::Instant::now();
                 let n = step.run(db, window.org_id, cutoff).await?;
-                if n > 0 {
-                    tokio::time::sleep(pause_after(started.elapsed())).await;
-                }
                 if n > 0 {
                     metrics::counter!("retention_purged_rows_total", "table" => step.table)
                         .increment(n);
@@ -99,18 +83,5 @@ impl Job for OrgRetention {
             .resolve_all_but(AlertKind::RetentionBehind, &still)
             .await;
         Ok(json!({"purged": counts, "orgs_behind": behind.len()}))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration as Std;
-
-    #[test]
-    fn a_batch_is_followed_by_a_pause_as_long_as_it_but_never_past_a_second() {
-        assert_eq!(pause_after(Std::from_millis(40)), Std::from_millis(40));
-        assert_eq!(pause_after(Std::ZERO), Std::ZERO);
-        assert_eq!(pause_after(Std::from_secs(5)), MAX_PAUSE);
     }
 }
