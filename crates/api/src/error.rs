@@ -218,6 +218,34 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// The answers most routes share, each one response of the OpenAPI document named once
+/// here (`responses((status = 200, body = …), Unauthorized, NotAdmin)`). Never built: the
+/// handlers answer an `ApiError`.
+pub mod responses {
+    use super::ErrorBody;
+
+    /// 401 on every route behind a bearer token.
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 401, description = "No valid bearer token")]
+    #[allow(dead_code)]
+    pub struct Unauthorized(ErrorBody);
+
+    /// 403 on a route for an org's admins.
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 403, description = "Not an admin of the org")]
+    #[allow(dead_code)]
+    pub struct NotAdmin(ErrorBody);
+
+    /// 403 on a route for an org's members of a role.
+    #[derive(utoipa::IntoResponses)]
+    #[response(
+        status = 403,
+        description = "Another org's resource, or the role is too low"
+    )]
+    #[allow(dead_code)]
+    pub struct OutOfScope(ErrorBody);
+}
+
 /// A 409 from a queue item action: the item's state now, so the client can refresh it.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ConflictBody {

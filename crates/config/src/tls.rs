@@ -386,7 +386,8 @@ impl Config {
         ];
         match set.iter().find(|(_, on)| *on) {
             Some((name, _)) => Err(ConfigError::Invalid(format!(
-                "{name} is only read with REDIS_SENTINELS, which is not set (with REDIS_URL or REDIS_CLUSTER_NODES the login goes in the URL: rediss://user:password@host:port)"
+                "{name} is only read with REDIS_SENTINELS, which is not set (with REDIS_URL or \
+                 REDIS_CLUSTER_NODES the login goes in the URL: rediss://user:password@host:port)"
             ))),
             None => Ok(()),
         }

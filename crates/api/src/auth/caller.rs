@@ -13,6 +13,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use switchboard_domain::Role;
+use switchboard_store::audit::Actor;
 use switchboard_store::users::{self, Membership, Revocation};
 use uuid::Uuid;
 
@@ -30,6 +31,25 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The caller as an admin of `org_id` for the audit row of their action, or 403.
+    pub fn admin_actor<'a>(
+        &self,
+        org_id: Uuid,
+        request_id: Option<&'a str>,
+    ) -> Result<Actor<'a>, ApiError> {
+        self.require_admin(org_id)?;
+        Ok(self.actor(org_id, request_id))
+    }
+
+    /// The caller as the audit row of an action in `org_id` names them.
+    pub fn actor<'a>(&self, org_id: Uuid, request_id: Option<&'a str>) -> Actor<'a> {
+        Actor {
+            org_id: Some(org_id),
+            user_id: Some(self.user_id),
+            request_id,
+        }
+    }
+
     /// The caller's role in `org_id`, or 403.
     pub fn role_in(&self, org_id: Uuid) -> Result<Role, ApiError> {
         self.memberships

@@ -3,6 +3,7 @@
 //! the queues) and those of the orgs they administer; experts get 403.
 
 use crate::auth::Caller;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{Json, Query};
 use crate::state::AppState;
@@ -109,7 +110,7 @@ struct AlertList {
 #[utoipa::path(get, path = "/alerts", tag = "operations", security(("bearer" = [])),
     params(ListQuery),
     responses((status = 200, body = AlertList),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not an admin of any org", body = ErrorBody),
         (status = 422, description = "A malformed query", body = ErrorBody)))]
 async fn list(

@@ -5,6 +5,7 @@
 //! export is `switchboard admin audit-export`, on the same statement.
 
 use crate::auth::Caller;
+use crate::error::responses::{NotAdmin, Unauthorized};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Query};
 use crate::http::export::{self, Format};
@@ -79,8 +80,7 @@ fn decode_cursor(cursor: &str) -> Result<i64, ApiError> {
         connection, member and settings change, note, replay, retry, erasure and login",
     responses((status = 200, body = AuditPage),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 422, body = ErrorBody)))]
 async fn list_audit(
     State(state): State<AppState>,
@@ -128,8 +128,7 @@ async fn list_audit(
         .map(|r| serde_json::from_str::<Value>(r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(ApiError::internal)?;
-    let more = items.len() > usize::try_from(limit).unwrap_or(usize::MAX);
-    items.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let more = pagination::truncate(&mut items, limit);
     let next_cursor = more
         .then(|| {
             items

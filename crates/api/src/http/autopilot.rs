@@ -4,13 +4,13 @@
 //! replaced, in `switchboard_flows::autopilot`.
 
 use crate::auth::Caller;
+use crate::error::responses::{NotAdmin, Unauthorized};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, RequestId};
 use crate::state::AppState;
 use axum::extract::State;
 use switchboard_domain::autopilot::Policy;
 use switchboard_flows::autopilot::{self as flow, PolicyError};
-use switchboard_store::audit::Actor;
 use switchboard_store::orgs;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -21,15 +21,6 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(show, replace))
         .routes(routes!(pause))
-}
-
-/// The audit's actor: the caller, an admin of `org_id`.
-fn admin<'a>(caller: &Caller, org_id: Uuid, request_id: Option<&'a str>) -> Actor<'a> {
-    Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id,
-    }
 }
 
 impl From<PolicyError> for ApiError {
@@ -47,8 +38,7 @@ impl From<PolicyError> for ApiError {
     params(("org_id" = Uuid, Path)),
     responses(
         (status = 200, body = Policy),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
@@ -73,8 +63,7 @@ async fn show(
     responses(
         (status = 200, body = Policy),
         (status = 400, description = "Not a policy (an unknown field, a wrong type)", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 404, body = ErrorBody),
         (status = 422, description = "A field out of bounds, named in the message", body = ErrorBody)))]
 async fn replace(
@@ -84,8 +73,7 @@ async fn replace(
     Path(org_id): Path<Uuid>,
     Json(policy): Json<Policy>,
 ) -> ApiResult<Json<Policy>> {
-    caller.require_admin(org_id)?;
-    let actor = admin(&caller, org_id, request_id.as_deref());
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     Ok(Json(flow::set(&state.flows, actor, org_id, policy).await?))
 }
 
@@ -96,8 +84,7 @@ async fn replace(
     params(("org_id" = Uuid, Path)),
     responses(
         (status = 200, body = Policy),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 404, body = ErrorBody)))]
 async fn pause(
     State(state): State<AppState>,
@@ -105,7 +92,6 @@ async fn pause(
     RequestId(request_id): RequestId,
     Path(org_id): Path<Uuid>,
 ) -> ApiResult<Json<Policy>> {
-    caller.require_admin(org_id)?;
-    let actor = admin(&caller, org_id, request_id.as_deref());
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     Ok(Json(flow::pause(&state.flows, actor, org_id).await?))
 }

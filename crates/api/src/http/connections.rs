@@ -4,6 +4,7 @@
 use super::connection_secrets::{self, SecretField, UpdateRequest};
 use crate::auth::Caller;
 use crate::error::ErrorBody;
+use crate::error::responses::{OutOfScope, Unauthorized};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query, RequestId};
 use crate::state::AppState;
@@ -13,7 +14,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchboard_domain::{ChannelKind, Role};
 use switchboard_flows::connections::{self as flow, Change, ConnectionError};
-use switchboard_store::audit::Actor;
 use switchboard_store::connections::{self, Connection, NewConnection, Secrets};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -72,21 +72,11 @@ impl From<ConnectionError> for ApiError {
     }
 }
 
-/// The audit's actor: the caller, an admin of `org_id`.
-fn admin<'a>(caller: &Caller, org_id: Uuid, request_id: Option<&'a str>) -> Actor<'a> {
-    Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id,
-    }
-}
-
 #[utoipa::path(post, path = "/channel-connections", tag = "channel-connections", security(("bearer" = [])),
     request_body = CreateRequest,
     responses((status = 201, body = ConnectionView),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 409, description = "A live connection with this name exists", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn create(
@@ -116,7 +106,7 @@ async fn create(
         secrets: &body.secrets,
         settings: &settings,
     };
-    let actor = admin(&caller, body.org_id, request_id.as_deref());
+    let actor = caller.actor(body.org_id, request_id.as_deref());
     let cache = &state.connections;
     let connection = flow::create(&state.flows, &state.cipher, cache, actor, new).await?;
     Ok((
@@ -140,8 +130,7 @@ struct ListResponse {
 #[utoipa::path(get, path = "/channel-connections", tag = "channel-connections", security(("bearer" = [])),
     params(ListQuery),
     responses((status = 200, body = ListResponse),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody)))]
+        Unauthorized, OutOfScope))]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -169,8 +158,7 @@ async fn load_owned(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Co
 #[utoipa::path(get, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
     responses((status = 200, body = ConnectionView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
@@ -190,8 +178,7 @@ async fn show(
     params(("id" = Uuid, Path)),
     request_body = UpdateRequest,
     responses((status = 200, description = "Updated: `secret_fields` shows which values now verify until when", body = ConnectionView),
-        (status = 400, description = "Not JSON", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 400, description = "Not JSON", body = ErrorBody), Unauthorized, OutOfScope, (status = 404, body = ErrorBody),
         (status = 409, description = "A live connection with this name exists", body = ErrorBody),
         (status = 422, description = "An unknown or invalid field, or nothing to change; nothing was written", body = ErrorBody)))]
 async fn update(
@@ -204,7 +191,7 @@ async fn update(
     // 404/403 before any lock is taken; the flow then locks the row from the read of its
     // secrets to the commit, so two admins' changes apply one after the other.
     let org_id = load_owned(&state, &caller, id).await?.org_id;
-    let actor = admin(&caller, org_id, request_id.as_deref());
+    let actor = caller.actor(org_id, request_id.as_deref());
     let plan = |connection: &Connection, stored: &Secrets| {
         let plan = connection_secrets::plan(connection, stored, body, chrono::Utc::now())?;
         Ok::<_, ApiError>(Change {
@@ -224,8 +211,7 @@ async fn update(
 #[utoipa::path(delete, path = "/channel-connections/{id}", tag = "channel-connections", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
     responses((status = 204, description = "Deleted"),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 404, body = ErrorBody)))]
 async fn remove(
     State(state): State<AppState>,
@@ -234,7 +220,7 @@ async fn remove(
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
     let org_id = load_owned(&state, &caller, id).await?.org_id;
-    let actor = admin(&caller, org_id, request_id.as_deref());
+    let actor = caller.actor(org_id, request_id.as_deref());
     flow::delete(&state.flows, &state.connections, actor, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

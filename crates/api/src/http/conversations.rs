@@ -4,10 +4,11 @@
 
 use crate::auth::Caller;
 use crate::error::ErrorBody;
+use crate::error::responses::{OutOfScope, Unauthorized};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::http::expert_queue::{CustomerView, ItemView};
-use crate::http::pagination;
+use crate::http::pagination::{self, Paging};
 use crate::state::AppState;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -80,8 +81,7 @@ struct ListResponse {
 #[utoipa::path(get, path = "/conversations", tag = "conversations", security(("bearer" = [])), params(ListQuery),
     responses((status = 200, body = ListResponse),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
@@ -94,21 +94,18 @@ async fn list(
         Some(s @ ("open" | "closed")) => Some(s.to_owned()),
         Some(_) => return Err(ApiError::validation("status must be open or closed")),
     };
-    let limit = pagination::limit(q.limit)?;
+    let paging = Paging::read(q.limit, q.cursor.as_deref())?;
     let filter = ConversationFilter {
         orgs,
         status,
         channel: q.channel,
         customer_id: q.customer_id,
-        after: q.cursor.as_deref().map(pagination::decode).transpose()?,
-        limit: limit + 1,
+        after: paging.after,
+        limit: paging.fetch(),
     };
     let rows = conversations::list(&state.db, &filter).await?;
-    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.updated_at, r.id));
-    Ok(Json(ListResponse {
-        items: rows.into_iter().map(ConversationView::from).collect(),
-        next_cursor,
-    }))
+    let (items, next_cursor) = paging.page(rows, |r| (r.updated_at, r.id), ConversationView::from);
+    Ok(Json(ListResponse { items, next_cursor }))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -177,8 +174,7 @@ struct ShowResponse {
 
 #[utoipa::path(get, path = "/conversations/{id}", tag = "conversations", security(("bearer" = [])), params(("id" = Uuid, Path), ShowQuery),
     responses((status = 200, body = ShowResponse),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn show(
@@ -193,13 +189,8 @@ async fn show(
     let admin = caller.role_in(conversation.org_id)? == Role::Admin;
     let limit = pagination::limit(q.limit)?;
     let mut messages = conversations::messages(&state.db, id, q.before, limit + 1).await?;
-    let more = messages.len() > usize::try_from(limit).unwrap_or(usize::MAX);
-    messages.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let next_before = if more {
-        messages.last().map(|m| m.id)
-    } else {
-        None
-    };
+    let more = pagination::truncate(&mut messages, limit);
+    let next_before = more.then(|| messages.last().map(|m| m.id)).flatten();
     let queue_item = match conversations::live_item(&state.db, id).await? {
         Some(item) => expert_queue::get(&state.db, item)
             .await?

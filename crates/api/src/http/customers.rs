@@ -10,9 +10,10 @@
 
 use crate::auth::Caller;
 use crate::error::ErrorBody;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query, RequestId};
-use crate::http::pagination;
+use crate::http::pagination::Paging;
 use crate::idempotency::{Begin, Idempotent};
 use crate::state::AppState;
 use axum::extract::State;
@@ -99,7 +100,7 @@ struct ContextResponse {
 #[utoipa::path(get, path = "/customers/{id}/conversations", tag = "conversations", security(("bearer" = [])), params(("id" = Uuid, Path), ContextQuery),
     responses((status = 200, body = ContextResponse),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's customer", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
@@ -113,11 +114,10 @@ async fn conversations(
         .await?
         .ok_or_else(|| ApiError::not_found("customer"))?;
     caller.role_in(customer.org_id)?;
-    let limit = pagination::limit(q.limit)?;
-    let after = q.cursor.as_deref().map(pagination::decode).transpose()?;
-    let rows =
-        customers::conversations(&state.db, customer.org_id, customer.id, after, limit + 1).await?;
-    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.updated_at, r.id));
+    let paging = Paging::read(q.limit, q.cursor.as_deref())?;
+    let (org_id, after, fetch) = (customer.org_id, paging.after, paging.fetch());
+    let rows = customers::conversations(&state.db, org_id, customer.id, after, fetch).await?;
+    let (items, next_cursor) = paging.page(rows, |r| (r.updated_at, r.id), Into::into);
     Ok(Json(ContextResponse {
         customer: ContextCustomer {
             id: customer.id,
@@ -126,7 +126,7 @@ async fn conversations(
             display_name: customer.display_name,
             external_id: customer.external_id,
         },
-        items: rows.into_iter().map(CustomerConversation::from).collect(),
+        items,
         next_cursor,
     }))
 }
@@ -193,7 +193,7 @@ async fn customer_org(state: &AppState, id: Uuid) -> ApiResult<(Uuid, Option<Era
     responses((status = 200, description = "Erased", body = ErasureView),
         (status = 202, description = "Recorded; it finishes once a reply or an inbox event in \
             flight is done (`GET /customers/{id}/erasure`)", body = ErasureView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "The key's first request still runs", body = ErrorBody),
@@ -260,7 +260,7 @@ async fn erase(
     params(("id" = Uuid, Path)),
     responses((status = 200, description = "Erased", body = ErasureView),
         (status = 202, description = "Still pending", body = ErasureView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody),
         (status = 404, description = "No such customer, or no erasure was asked for", body = ErrorBody)))]
 async fn erasure(

@@ -2,9 +2,10 @@
 //! Experts and other orgs' admins get 403; every retry is audited with its request id.
 
 use crate::auth::Caller;
+use crate::error::responses::{NotAdmin, Unauthorized};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, Query, RequestId};
-use crate::http::pagination;
+use crate::http::pagination::Paging;
 use crate::state::AppState;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -12,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use switchboard_domain::{ChannelKind, DeadLetterStatus, Role};
 use switchboard_flows::dead_letters::{self as flow, RetryError};
-use switchboard_store::audit::Actor;
 use switchboard_store::dead_letters::{self, DeadLetter, Filter};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -97,8 +97,7 @@ struct ListResponse {
     description = "Failed deliveries of the orgs the caller administers, newest first",
     responses((status = 200, body = ListResponse),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
@@ -106,19 +105,16 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
     let orgs = caller.scope(q.org_id, Role::Admin)?;
-    let limit = pagination::limit(q.limit)?;
+    let paging = Paging::read(q.limit, q.cursor.as_deref())?;
     let filter = Filter {
         orgs,
         status: q.status,
-        after: q.cursor.as_deref().map(pagination::decode).transpose()?,
-        limit: limit + 1,
+        after: paging.after,
+        limit: paging.fetch(),
     };
     let rows = dead_letters::list(&state.db, &filter).await?;
-    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.created_at, r.id));
-    Ok(Json(ListResponse {
-        items: rows.into_iter().map(DeadLetterView::from).collect(),
-        next_cursor,
-    }))
+    let (items, next_cursor) = paging.page(rows, |r| (r.created_at, r.id), DeadLetterView::from);
+    Ok(Json(ListResponse { items, next_cursor }))
 }
 
 /// Hands a `queued` or `dead` row back to the dispatch job now; 409 when it is already
@@ -126,8 +122,7 @@ async fn list(
 #[utoipa::path(post, path = "/dead-letters/{id}/retry", tag = "dead-letters", security(("bearer" = [])), params(("id" = Uuid, Path)),
     description = "Send a queued or dead reply again now (audited)",
     responses((status = 200, body = DeadLetterView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 404, body = ErrorBody),
         (status = 409, description = "Already being retried, or resolved", body = ErrorBody)))]
 async fn retry(
@@ -138,12 +133,7 @@ async fn retry(
 ) -> ApiResult<Json<DeadLetterView>> {
     let found = dead_letters::get(&state.db, id).await?;
     let letter = found.ok_or_else(|| ApiError::not_found("dead letter"))?;
-    caller.require_admin(letter.org_id)?;
-    let actor = Actor {
-        org_id: Some(letter.org_id),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = caller.admin_actor(letter.org_id, request_id.as_deref())?;
     Ok(Json(
         flow::retry(&state.flows, actor, &letter).await?.into(),
     ))

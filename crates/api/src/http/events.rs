@@ -4,6 +4,7 @@
 
 use crate::auth::Caller;
 use crate::error::ErrorBody;
+use crate::error::responses::{OutOfScope, Unauthorized};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query};
 use crate::state::AppState;
@@ -46,8 +47,7 @@ struct EventsPage {
 
 #[utoipa::path(get, path = "/events", tag = "realtime", security(("bearer" = [])), params(EventsQuery),
     responses((status = 200, body = EventsPage),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,

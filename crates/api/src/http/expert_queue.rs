@@ -14,10 +14,11 @@
 //! through its realtime event.
 
 use crate::auth::Caller;
+use crate::error::responses::{OutOfScope, Unauthorized};
 use crate::error::{ApiError, ApiResult};
 use crate::error::{ConflictBody, ErrorBody};
 use crate::extract::{IfMatch, Json, Path, Query, RequestId, etag};
-use crate::http::pagination;
+use crate::http::pagination::Paging;
 use crate::idempotency::{self, Idempotent};
 use crate::state::AppState;
 use axum::extract::State;
@@ -168,8 +169,7 @@ struct ListResponse {
 #[utoipa::path(get, path = "/expert-queue", tag = "expert-queue", security(("bearer" = [])), params(ListQuery),
     responses((status = 200, body = ListResponse),
         (status = 400, description = "Bad cursor", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
@@ -210,7 +210,7 @@ async fn list(
         Some("recent") => Order::Recent,
         Some(_) => return Err(ApiError::validation("order must be waiting or recent")),
     };
-    let limit = pagination::limit(q.limit)?;
+    let paging = Paging::read(q.limit, q.cursor.as_deref())?;
     let filter = ItemFilter {
         orgs,
         statuses,
@@ -218,18 +218,16 @@ async fn list(
         flagged: q.flagged,
         assigned,
         order,
-        after: q.cursor.as_deref().map(pagination::decode).transpose()?,
-        limit: limit + 1,
+        after: paging.after,
+        limit: paging.fetch(),
     };
     let rows = expert_queue::list(&state.db, &filter).await?;
-    let (rows, next_cursor) = pagination::page(rows, limit, |r| match order {
+    let key = |r: &ItemRow| match order {
         Order::Waiting => (r.created_at, r.id),
         Order::Recent => (r.updated_at, r.id),
-    });
-    Ok(Json(ListResponse {
-        items: rows.into_iter().map(ItemView::from).collect(),
-        next_cursor,
-    }))
+    };
+    let (items, next_cursor) = paging.page(rows, key, ItemView::from);
+    Ok(Json(ListResponse { items, next_cursor }))
 }
 
 /// The org of item `id`: 404 when there is no such item, 403 when it is another org's.
@@ -243,8 +241,7 @@ async fn item_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uuid
 
 #[utoipa::path(get, path = "/expert-queue/{id}", tag = "expert-queue", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, body = ItemView, headers(("ETag" = String, description = "`\"<version>\"`: send it back as `If-Match`"))),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Another org's resource, or the role is too low", body = ErrorBody),
+        Unauthorized, OutOfScope,
         (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,

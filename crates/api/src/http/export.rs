@@ -8,6 +8,7 @@
 //! never a document that looks whole).
 
 use crate::auth::Caller;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::Path;
 use crate::state::AppState;
@@ -209,7 +210,7 @@ async fn write_all(
         letters, each message's `journey` steps, and the `audit` rows naming them. One consistent snapshot; a response cut short \
         means the export failed.",
     responses((status = 200, description = "The export", content_type = "application/json"),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's customer, or not an admin", body = ErrorBody),
         (status = 404, description = "No such customer (or erased)", body = ErrorBody)))]
 async fn export_customer(

@@ -4,9 +4,10 @@
 //! 403; every replay is audited with its request id.
 
 use crate::auth::Caller;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, Query, RequestId};
-use crate::http::pagination;
+use crate::http::pagination::Paging;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -15,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchboard_domain::{ChannelKind, Role};
 use switchboard_flows::inbox::{self as flow, ReplayError};
-use switchboard_store::audit::Actor;
 use switchboard_store::inbox::{self, EventFilter, EventRow, EventStatus};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -114,7 +114,7 @@ struct ReplayResponse {
 
 #[utoipa::path(get, path = "/inbound-events", tag = "inbound-events", security(("bearer" = [])), params(ListQuery),
     responses((status = 200, body = ListResponse), (status = 400, description = "Bad cursor", body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's events, or not an admin", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn list(
@@ -123,20 +123,17 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
     let orgs = caller.scope(q.org_id, Role::Admin)?;
-    let limit = pagination::limit(q.limit)?;
+    let paging = Paging::read(q.limit, q.cursor.as_deref())?;
     let filter = EventFilter {
         orgs,
         status: q.status,
         channel: q.channel,
-        before: q.cursor.as_deref().map(pagination::decode).transpose()?,
-        limit: limit + 1,
+        before: paging.after,
+        limit: paging.fetch(),
     };
     let rows = inbox::list(&state.db, &filter).await?;
-    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.received_at, r.id));
-    Ok(Json(ListResponse {
-        items: rows.into_iter().map(EventView::from).collect(),
-        next_cursor,
-    }))
+    let (items, next_cursor) = paging.page(rows, |r| (r.received_at, r.id), EventView::from);
+    Ok(Json(ListResponse { items, next_cursor }))
 }
 
 /// 404 when there is no such event, 403 unless the caller administers its org.
@@ -150,7 +147,7 @@ async fn event_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Uui
 
 #[utoipa::path(get, path = "/inbound-events/{id}", tag = "inbound-events", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
-    responses((status = 200, body = EventDetailView), (status = 401, description = "No valid bearer token", body = ErrorBody),
+    responses((status = 200, body = EventDetailView), Unauthorized,
         (status = 403, description = "Another org's event, or not an admin", body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
@@ -172,7 +169,7 @@ async fn show(
 #[utoipa::path(post, path = "/inbound-events/{id}/replay", tag = "inbound-events", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
     responses((status = 202, description = "Unparked and queued for the job", body = ReplayResponse),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's event, or not an admin", body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Already processed: nothing to run again", body = ErrorBody)))]
 async fn replay(
@@ -182,11 +179,7 @@ async fn replay(
     Path(id): Path<Uuid>,
 ) -> ApiResult<(StatusCode, Json<ReplayResponse>)> {
     let org = event_org(&state, &caller, id).await?;
-    let actor = Actor {
-        org_id: Some(org),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = caller.actor(org, request_id.as_deref());
     flow::replay(&state.flows, &state.inbound, actor, id).await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use switchboard_domain::Role;
 use switchboard_flows::team::invitations::{self as flow, Joining, Mailed};
-use switchboard_store::audit::Actor;
 use switchboard_store::invitations::{self, Invitation, Standing};
 use switchboard_store::users::{self, User};
 use utoipa::ToSchema;
@@ -112,11 +111,7 @@ async fn invite(
         return Err(ApiError::validation("email must be one email address"));
     }
     let role = parse_role(&body.role)?;
-    let actor = Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = caller.actor(org_id, request_id.as_deref());
     let invited = flow::invite(state.team(), actor, org_id, caller.user_id, &email, role).await?;
     let body = Invited {
         invitation: invited.invitation,
@@ -161,12 +156,7 @@ async fn revoke_invitation(
     RequestId(request_id): RequestId,
     Path((org_id, invitation_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
-    caller.require_admin(org_id)?;
-    let actor = Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     flow::revoke(&state.flows, actor, org_id, invitation_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

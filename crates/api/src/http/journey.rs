@@ -6,6 +6,7 @@
 //! answer, 404, so its existence never leaks.
 
 use crate::auth::Caller;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path};
 use crate::state::AppState;
@@ -89,7 +90,7 @@ impl From<JourneyError> for ApiError {
     security(("bearer" = [])),
     params(("id" = Uuid, Path), ("message_id" = Uuid, Path)),
     responses((status = 200, body = JourneyView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 404, description = "No such message in this conversation of the caller's orgs", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn message_journey(

@@ -20,7 +20,6 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchboard_domain::Role;
 use switchboard_flows::team::{TeamError, members};
-use switchboard_store::audit::Actor;
 use switchboard_store::org_members::{self, OrgMember};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -56,14 +55,6 @@ async fn list_members(
     }))
 }
 
-fn actor<'a>(org_id: Uuid, caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
-    Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id,
-    }
-}
-
 #[derive(Deserialize, ToSchema)]
 struct RoleChange {
     /// `admin` or `expert`.
@@ -90,7 +81,7 @@ async fn change_role(
         .role
         .parse()
         .map_err(|_| ApiError::validation("role must be `admin` or `expert`"))?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.actor(org_id, request_id.as_deref());
     let member = members::change_role(&state.flows, actor, org_id, user_id, role).await?;
     Ok(Json(member))
 }
@@ -109,8 +100,7 @@ async fn deactivate_member(
     RequestId(request_id): RequestId,
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<Json<OrgMember>> {
-    caller.require_admin(org_id)?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     let member = members::deactivate(state.team(), actor, org_id, user_id).await?;
     Ok(Json(member))
 }
@@ -126,8 +116,7 @@ async fn reactivate_member(
     RequestId(request_id): RequestId,
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<Json<OrgMember>> {
-    caller.require_admin(org_id)?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     let member = members::reactivate(&state.flows, actor, org_id, user_id).await?;
     Ok(Json(member))
 }
@@ -147,8 +136,7 @@ async fn remove(
     RequestId(request_id): RequestId,
     Path((org_id, user_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
-    caller.require_admin(org_id)?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     members::remove(state.team(), actor, org_id, user_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -6,6 +6,7 @@
 //! double click one note.
 
 use crate::auth::Caller;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, RequestId};
 use crate::idempotency::{self, Idempotent};
@@ -81,7 +82,7 @@ async fn conversation_org(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
 #[utoipa::path(get, path = "/conversations/{id}/notes", tag = "conversations", security(("bearer" = [])),
     params(("id" = Uuid, Path)),
     responses((status = 200, body = NoteList),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's conversation", body = ErrorBody),
         (status = 404, body = ErrorBody)))]
 async fn list_notes(
@@ -102,7 +103,7 @@ async fn list_notes(
     description = "Adds an internal note: seen by the org's experts (live, `note_added`), never sent to the customer nor given to the agent (audited)",
     responses((status = 201, body = NoteView),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Another org's conversation", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 422, description = "Empty or longer than 4000 characters", body = ErrorBody)))]

@@ -43,6 +43,52 @@ pub fn limit(asked: Option<i64>) -> Result<i64, ApiError> {
     }
 }
 
+/// A list request's `limit` and `cursor`, checked: the page size, the key to continue
+/// after, and [`Paging::fetch`] rows to ask the store for (one more than a page, so the
+/// extra row says whether another page follows).
+#[derive(Debug, Clone, Copy)]
+pub struct Paging {
+    /// Rows a page holds.
+    pub limit: i64,
+    /// The sort key of the last row the client has.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+}
+
+impl Paging {
+    /// 422 for a size out of range, 400 `invalid_cursor` for a cursor this API did not issue.
+    pub fn read(limit: Option<i64>, cursor: Option<&str>) -> Result<Self, ApiError> {
+        Ok(Self {
+            limit: self::limit(limit)?,
+            after: cursor.map(decode).transpose()?,
+        })
+    }
+
+    /// Rows to fetch.
+    pub fn fetch(&self) -> i64 {
+        self.limit + 1
+    }
+
+    /// The page of `rows` (fetched with [`Paging::fetch`]) as views, and the cursor of the
+    /// next page when there is one.
+    pub fn page<T, V>(
+        &self,
+        rows: Vec<T>,
+        key: impl Fn(&T) -> (DateTime<Utc>, Uuid),
+        view: impl FnMut(T) -> V,
+    ) -> (Vec<V>, Option<String>) {
+        let (rows, next) = page(rows, self.limit, key);
+        (rows.into_iter().map(view).collect(), next)
+    }
+}
+
+/// Cuts `rows` (fetched one beyond a page) to `limit`; whether there were more.
+pub fn truncate<T>(rows: &mut Vec<T>, limit: i64) -> bool {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    more
+}
+
 /// Splits one extra fetched row off a page: the rows to return and the next cursor (from
 /// the last returned row's key) when there are more.
 pub fn page<T>(
@@ -50,11 +96,9 @@ pub fn page<T>(
     limit: i64,
     key: impl Fn(&T) -> (DateTime<Utc>, Uuid),
 ) -> (Vec<T>, Option<String>) {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    if rows.len() <= limit {
+    if !truncate(&mut rows, limit) {
         return (rows, None);
     }
-    rows.truncate(limit);
     let next = rows.last().map(|r| {
         let (at, id) = key(r);
         encode(at, id)

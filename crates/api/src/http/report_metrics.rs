@@ -4,6 +4,7 @@
 //! (the statements and their indexes are in `switchboard_store::report_metrics`).
 
 use crate::auth::Caller;
+use crate::error::responses::{NotAdmin, Unauthorized};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Query};
 use crate::state::AppState;
@@ -125,8 +126,7 @@ fn midnight(zone: chrono_tz::Tz, day: NaiveDate) -> Option<DateTime<Utc>> {
         calibration (how experts handled drafts per confidence tenth, and what the org's \
         thresholds would have sent)",
     responses((status = 200, body = MetricsView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 422, description = "A malformed date, `from` after `to`, or more than 92 days", body = ErrorBody)))]
 async fn metrics(
     State(state): State<AppState>,

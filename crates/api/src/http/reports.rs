@@ -4,16 +4,16 @@
 //! The reports page's numbers are in `report_metrics`.
 
 use crate::auth::Caller;
+use crate::error::responses::{NotAdmin, Unauthorized};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, Query, RequestId};
-use crate::http::pagination;
+use crate::http::pagination::Paging;
 use crate::state::AppState;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_domain::{ReportKind, Role};
 use switchboard_flows::orgs::{self as flow, SettingsError};
-use switchboard_store::audit::Actor;
 use switchboard_store::orgs::{self, OrgSettings};
 use switchboard_store::reports::{self, Report};
 use utoipa::{IntoParams, ToSchema};
@@ -82,7 +82,7 @@ struct ListResponse {
 #[utoipa::path(get, path = "/reports", tag = "reports", security(("bearer" = [])), params(ListQuery),
     description = "Reports of the caller's orgs, newest first",
     responses((status = 200, body = ListResponse), (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not a member of the org", body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
@@ -90,14 +90,10 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<ListResponse>> {
     let orgs = caller.scope(q.org_id, Role::Expert)?;
-    let limit = pagination::limit(q.limit)?;
-    let after = q.cursor.as_deref().map(pagination::decode).transpose()?;
-    let rows = reports::list(&state.db, &orgs, q.kind, after, limit + 1).await?;
-    let (rows, next_cursor) = pagination::page(rows, limit, |r| (r.created_at, r.id));
-    Ok(Json(ListResponse {
-        items: rows.into_iter().map(ReportView::from).collect(),
-        next_cursor,
-    }))
+    let paging = Paging::read(q.limit, q.cursor.as_deref())?;
+    let rows = reports::list(&state.db, &orgs, q.kind, paging.after, paging.fetch()).await?;
+    let (items, next_cursor) = paging.page(rows, |r| (r.created_at, r.id), ReportView::from);
+    Ok(Json(ListResponse { items, next_cursor }))
 }
 
 /// An org's settings.
@@ -186,7 +182,7 @@ fn plausible_email(address: &str) -> bool {
 #[utoipa::path(get, path = "/orgs/{org_id}/settings", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)),
     responses((status = 200, body = SettingsView),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not a member of the org", body = ErrorBody)))]
 async fn get_settings(
     State(state): State<AppState>,
@@ -203,8 +199,7 @@ async fn get_settings(
 #[utoipa::path(patch, path = "/orgs/{org_id}/settings", tag = "orgs", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)), request_body = SettingsUpdate,
     responses((status = 200, body = SettingsView), (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
-        (status = 403, description = "Not an admin of the org", body = ErrorBody),
+        Unauthorized, NotAdmin,
         (status = 422, description = "Not a known time zone, an implausible address, an SLA or a retention window out of bounds", body = ErrorBody)))]
 async fn update_settings(
     State(state): State<AppState>,
@@ -252,11 +247,7 @@ async fn update_settings(
         sla_minutes: body.sla_minutes,
         retention_days: body.retention_days,
     };
-    let actor = Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id: request_id.as_deref(),
-    };
+    let actor = caller.actor(org_id, request_id.as_deref());
     let org = flow::update_settings(&state.flows, actor, org_id, &change).await?;
     Ok(Json(org.into()))
 }

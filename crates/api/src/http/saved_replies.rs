@@ -6,6 +6,7 @@
 //! naming it), never discovered while a customer waits.
 
 use crate::auth::Caller;
+use crate::error::responses::Unauthorized;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{Json, Path, RequestId};
 use crate::state::AppState;
@@ -15,7 +16,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_domain::Role;
 use switchboard_flows::saved_replies::{self as flow, SavedReplyError};
-use switchboard_store::audit::Actor;
 use switchboard_store::saved_replies::{self, SavedReply};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -153,18 +153,10 @@ impl From<SavedReplyError> for ApiError {
     }
 }
 
-fn actor<'a>(org_id: Uuid, caller: &Caller, request_id: Option<&'a str>) -> Actor<'a> {
-    Actor {
-        org_id: Some(org_id),
-        user_id: Some(caller.user_id),
-        request_id,
-    }
-}
-
 #[utoipa::path(get, path = "/orgs/{org_id}/saved-replies", tag = "saved-replies", security(("bearer" = [])),
     params(("org_id" = Uuid, Path)),
     responses((status = 200, body = SavedReplyList),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not a member of this org", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
@@ -183,7 +175,7 @@ async fn list(
     params(("org_id" = Uuid, Path)), request_body = CreateSavedReply,
     responses((status = 201, body = SavedReplyView),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 409, description = "The org has a saved reply of this name", body = ErrorBody),
         (status = 422, description = "Empty or too long, or an unknown placeholder (named in `unknown_placeholders`)", body = ErrorBody)))]
@@ -197,7 +189,7 @@ async fn create(
     caller.require_admin(org_id)?;
     let name = valid_name(&req.name)?;
     let body = valid_body(&req.body)?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.actor(org_id, request_id.as_deref());
     let reply = flow::create(&state.flows, actor, org_id, caller.user_id, name, body).await?;
     Ok((StatusCode::CREATED, Json(reply.into())))
 }
@@ -206,7 +198,7 @@ async fn create(
     params(("org_id" = Uuid, Path), ("id" = Uuid, Path)), request_body = UpdateSavedReply,
     responses((status = 200, body = SavedReplyView),
         (status = 400, body = ErrorBody),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "The org has no such saved reply", body = ErrorBody),
         (status = 409, description = "The org has another saved reply of this name", body = ErrorBody),
@@ -224,7 +216,7 @@ async fn update(
     }
     let name = req.name.as_deref().map(valid_name).transpose()?;
     let body = req.body.as_deref().map(valid_body).transpose()?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.actor(org_id, request_id.as_deref());
     let reply = flow::update(&state.flows, actor, org_id, id, name, body).await?;
     Ok(Json(reply.into()))
 }
@@ -232,7 +224,7 @@ async fn update(
 #[utoipa::path(delete, path = "/orgs/{org_id}/saved-replies/{id}", tag = "saved-replies", security(("bearer" = [])),
     params(("org_id" = Uuid, Path), ("id" = Uuid, Path)),
     responses((status = 204, description = "Deleted"),
-        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        Unauthorized,
         (status = 403, description = "Not an admin of this org", body = ErrorBody),
         (status = 404, description = "The org has no such saved reply", body = ErrorBody)))]
 async fn remove(
@@ -241,8 +233,7 @@ async fn remove(
     RequestId(request_id): RequestId,
     Path((org_id, id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
-    caller.require_admin(org_id)?;
-    let actor = actor(org_id, &caller, request_id.as_deref());
+    let actor = caller.admin_actor(org_id, request_id.as_deref())?;
     flow::delete(&state.flows, actor, org_id, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
