@@ -186,12 +186,16 @@ settings! {
         /// variables, read through [`Config::trace_export`]; off without an endpoint.
         traces: Traces {
             /// The collector: `http://host:4318` for `http/protobuf` (`/v1/traces` is
-            /// appended), `http://host:4317` for `grpc`. Unset: no export at all.
+            /// appended), `http://host:4317` for `grpc`; `https://` for TLS with either.
+            /// Unset: no export at all.
             endpoint: Option<Url> = Text("OTEL_EXPORTER_OTLP_ENDPOINT"),
             /// `http/protobuf` or `grpc`.
             protocol: OtlpProtocol = Text("OTEL_EXPORTER_OTLP_PROTOCOL"),
             /// `key=value,…` headers sent with every export; a secret (an API key, usually).
             headers: Option<SecretString> = Secret("OTEL_EXPORTER_OTLP_HEADERS"),
+            /// A PEM file of the CA that signed an `https://` collector's certificate, added
+            /// to the system roots (a collector behind a private CA).
+            certificate: Option<PathBuf> = Text("OTEL_EXPORTER_OTLP_CERTIFICATE"),
             /// Longest wait for one export, in milliseconds (the standard variable's unit).
             timeout_ms: u64 = Value("OTEL_EXPORTER_OTLP_TIMEOUT"),
             /// `service.name` of every span.

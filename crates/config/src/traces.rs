@@ -11,6 +11,7 @@
 use crate::Config;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::time::Duration;
 use url::Url;
 
@@ -20,7 +21,7 @@ pub enum OtlpProtocol {
     /// Protobuf over HTTP (`POST {endpoint}/v1/traces`), the specification's default.
     #[serde(rename = "http/protobuf")]
     HttpProtobuf,
-    /// OTLP over gRPC (plaintext: TLS to a collector is for `http/protobuf`).
+    /// OTLP over gRPC (HTTP/2; TLS with an `https://` endpoint).
     #[serde(rename = "grpc")]
     Grpc,
 }
@@ -79,6 +80,9 @@ pub struct TraceExport {
     pub protocol: OtlpProtocol,
     /// Headers sent with every export (an API key, usually), percent-decoded.
     pub headers: Vec<(String, SecretString)>,
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE`: a CA (PEM) trusted beside the system roots for an
+    /// `https://` collector.
+    pub ca: Option<PathBuf>,
     /// Longest wait for one export.
     pub timeout: Duration,
     /// `service.name`.
@@ -115,6 +119,7 @@ impl Config {
                 .into_iter()
                 .map(|(k, v)| (k, SecretString::from(v)))
                 .collect(),
+            ca: t.certificate.clone(),
             timeout: Duration::from_millis(t.timeout_ms),
             service_name: t.service_name.clone(),
             sampling: sampling(t.sampler, t.sampler_arg.as_deref()).unwrap_or(Sampling::AlwaysOff),
@@ -238,11 +243,19 @@ pub(crate) fn check(c: &Config, broken: &mut Vec<String>) {
                 crate::redact_url(endpoint.as_str())
             ));
         }
-        if t.protocol == OtlpProtocol::Grpc && endpoint.scheme() == "https" {
+        if t.certificate.is_some() && endpoint.scheme() != "https" {
             broken.push(
-                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is plaintext only; use http/protobuf for an https:// collector"
+                "OTEL_EXPORTER_OTLP_CERTIFICATE is for an https:// OTEL_EXPORTER_OTLP_ENDPOINT (it is http://)"
                     .into(),
             );
+        }
+    }
+    if let Some(ca) = &t.certificate {
+        if !ca.is_file() {
+            broken.push(format!(
+                "OTEL_EXPORTER_OTLP_CERTIFICATE names {}, which is not a readable file",
+                ca.display()
+            ));
         }
     }
     if t.service_name.trim().is_empty() {
@@ -300,7 +313,7 @@ mod tests {
         assert_eq!(e.timeout, Duration::from_secs(10));
         assert_eq!(e.queue, 2048);
         assert_eq!(e.schedule_delay, Duration::from_secs(5));
-        assert!(e.headers.is_empty() && e.resource.is_empty());
+        assert!(e.headers.is_empty() && e.resource.is_empty() && e.ca.is_none());
     }
 
     #[test]
@@ -345,6 +358,26 @@ mod tests {
         assert_eq!(e.queue, 64);
         // The headers are a secret: the configuration's Debug output never shows them.
         assert!(!format!("{c:?}").contains("s%3Dcret"));
+    }
+
+    #[test]
+    fn grpc_over_tls_takes_a_private_ca() {
+        let ca = std::env::temp_dir().join(format!("otlp-ca-{}.pem", std::process::id()));
+        std::fs::write(&ca, "not read until the pod starts").expect("write");
+        let c = load(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            (
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                ca.to_str().expect("utf-8"),
+            ),
+        ])
+        .expect("loads");
+        let e = c.trace_export().expect("on");
+        assert_eq!(e.protocol, OtlpProtocol::Grpc);
+        assert_eq!(e.url.as_str(), "https://collector:4317/");
+        assert_eq!(e.ca.as_deref(), Some(ca.as_path()));
+        let _ = std::fs::remove_file(&ca);
     }
 
     #[test]
@@ -394,10 +427,17 @@ mod tests {
             ),
             (
                 vec![
-                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector"),
-                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+                    ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/hostname"),
                 ],
-                "grpc is plaintext only",
+                "OTEL_EXPORTER_OTLP_CERTIFICATE is for an https:// OTEL_EXPORTER_OTLP_ENDPOINT",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317"),
+                    ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+                ],
+                "OTEL_EXPORTER_OTLP_CERTIFICATE names /nonexistent/ca.pem, which is not a readable file",
             ),
             (
                 vec![("OTEL_BSP_MAX_QUEUE_SIZE", "0")],

@@ -27,7 +27,7 @@ pub use app::{TestApp, TestAppBuilder};
 pub use fake_smtp::FakeSmtp;
 pub use fakes::{Call, Provider};
 pub use load::Load;
-pub use otlp::{OtlpReceiver, ReceivedSpan};
+pub use otlp::{GrpcOtlpReceiver, OtlpReceiver, ReceivedSpan};
 pub use pod::{Endpoint, Forwarded, TestPod};
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{RedisSentinel, SENTINEL_MASTER};

@@ -2,11 +2,20 @@
 //! decodes each export with the `opentelemetry-proto` types, so a test reads what a real
 //! backend would receive from the pods, resource and all. [`OtlpReceiver::stalled`] is a
 //! collector that takes connections and never answers, as one that hangs does.
+//! [`GrpcOtlpReceiver`] is the same collector over OTLP/gRPC (tonic's server, the service
+//! the protocol defines), plaintext or behind TLS with a CA of its own.
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -106,9 +115,145 @@ impl OtlpReceiver {
     }
 }
 
+/// The collector over OTLP/gRPC (`opentelemetry.proto.collector.trace.v1.TraceService`).
+pub struct GrpcOtlpReceiver {
+    received: Arc<Mutex<Vec<ReceivedSpan>>>,
+    endpoint: String,
+    ca: Option<PathBuf>,
+    _ca_file: Option<TempCa>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// The CA's PEM file, removed with the receiver.
+struct TempCa(PathBuf);
+
+impl Drop for TempCa {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Drop for GrpcOtlpReceiver {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+#[derive(Clone)]
+struct Collect(Arc<Mutex<Vec<ReceivedSpan>>>);
+
+#[tonic::async_trait]
+impl TraceService for Collect {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let spans = spans_of(request.into_inner());
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(spans);
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+impl GrpcOtlpReceiver {
+    /// A plaintext collector (`http://127.0.0.1:port`).
+    pub async fn start() -> GrpcOtlpReceiver {
+        Self::serve(None).await
+    }
+
+    /// A collector behind TLS, its certificate for `localhost` signed by a CA made for it
+    /// ([`GrpcOtlpReceiver::ca`]), which no system trusts.
+    pub async fn start_tls() -> GrpcOtlpReceiver {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "switchboard test collector CA");
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let ca_cert = ca.self_signed(&ca_key).expect("CA");
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+        let leaf_key = rcgen::KeyPair::generate().expect("key");
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("certificate");
+        let identity =
+            tonic::transport::Identity::from_pem(leaf_cert.pem(), leaf_key.serialize_pem());
+        let path = std::env::temp_dir().join(format!("otlp-ca-{}.pem", uuid::Uuid::new_v4()));
+        std::fs::write(&path, ca_cert.pem()).expect("write the CA");
+        let mut receiver = Self::serve(Some(identity)).await;
+        receiver.ca = Some(path.clone());
+        receiver._ca_file = Some(TempCa(path));
+        receiver
+    }
+
+    async fn serve(identity: Option<tonic::transport::Identity>) -> GrpcOtlpReceiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let mut builder = tonic::transport::Server::builder();
+        let scheme = match identity {
+            Some(identity) => {
+                builder = builder
+                    .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+                    .expect("TLS");
+                "https://localhost"
+            }
+            None => "http://127.0.0.1",
+        };
+        let router = builder.add_service(TraceServiceServer::new(Collect(received.clone())));
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let server = tokio::spawn(async move {
+            let _ = router.serve_with_incoming(incoming).await;
+        });
+        GrpcOtlpReceiver {
+            received,
+            endpoint: format!("{scheme}:{port}"),
+            ca: None,
+            _ca_file: None,
+            server,
+        }
+    }
+
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for the pods.
+    pub fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    /// The CA file for `OTEL_EXPORTER_OTLP_CERTIFICATE` (TLS receivers only).
+    pub fn ca(&self) -> Option<&std::path::Path> {
+        self.ca.as_deref()
+    }
+
+    /// Every span received so far, in the order they arrived.
+    pub fn spans(&self) -> Vec<ReceivedSpan> {
+        self.received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Awaits spans that `done` accepts (30 s at most) and returns them, or the last spans
+    /// seen, for the caller's assertions to show.
+    pub async fn spans_until(&self, done: impl Fn(&[ReceivedSpan]) -> bool) -> Vec<ReceivedSpan> {
+        crate::settled(
+            Duration::from_secs(30),
+            || async { self.spans() },
+            |s| done(s),
+        )
+        .await
+    }
+}
+
 /// The spans of one export request body.
 pub fn decode(body: &[u8]) -> Vec<ReceivedSpan> {
-    let request = ExportTraceServiceRequest::decode(body).expect("an OTLP trace export");
+    spans_of(ExportTraceServiceRequest::decode(body).expect("an OTLP trace export"))
+}
+
+fn spans_of(request: ExportTraceServiceRequest) -> Vec<ReceivedSpan> {
     let mut spans = Vec::new();
     for resource_spans in request.resource_spans {
         let resource = resource_spans

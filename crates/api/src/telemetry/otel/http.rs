@@ -25,6 +25,9 @@ pub enum ExportHttpError {
     /// No tokio runtime where the exporter was built.
     #[error("the trace exporter needs the pod's tokio runtime")]
     NoRuntime,
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE` holds no PEM certificate.
+    #[error("OTEL_EXPORTER_OTLP_CERTIFICATE is not a PEM certificate: {0}")]
+    Ca(#[source] reqwest::Error),
     /// The client could not be built.
     #[error("could not build the trace exporter's HTTP client: {0}")]
     Build(#[source] reqwest::Error),
@@ -37,13 +40,17 @@ pub enum ExportHttpError {
 }
 
 impl Client {
-    /// A client whose every request gives up after `timeout`, on the current runtime.
-    pub(super) fn new(timeout: Duration) -> Result<Self, ExportHttpError> {
+    /// A client whose every request gives up after `timeout`, on the current runtime,
+    /// trusting `ca` (PEM) beside the system roots.
+    pub(super) fn new(timeout: Duration, ca: Option<&[u8]>) -> Result<Self, ExportHttpError> {
         let runtime = Handle::try_current().map_err(|_| ExportHttpError::NoRuntime)?;
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(ExportHttpError::Build)?;
+        let mut builder = reqwest::Client::builder().timeout(timeout);
+        if let Some(pem) = ca {
+            for cert in reqwest::Certificate::from_pem_bundle(pem).map_err(ExportHttpError::Ca)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(ExportHttpError::Build)?;
         Ok(Self { http, runtime })
     }
 }

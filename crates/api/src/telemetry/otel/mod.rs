@@ -14,6 +14,7 @@ mod processor;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
@@ -45,6 +46,28 @@ pub enum OtelError {
     /// said, never its value).
     #[error("OTEL_EXPORTER_OTLP_HEADERS: {0} is not a valid header")]
     Header(String),
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE` could not be read.
+    #[error("OTEL_EXPORTER_OTLP_CERTIFICATE: could not read {path}: {source}")]
+    Certificate {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The PEM of `OTEL_EXPORTER_OTLP_CERTIFICATE`, when set.
+fn private_ca(export: &TraceExport) -> Result<Option<Vec<u8>>, OtelError> {
+    export
+        .ca
+        .as_ref()
+        .map(|path| {
+            std::fs::read(path).map_err(|source| OtelError::Certificate {
+                path: path.clone(),
+                source,
+            })
+        })
+        .transpose()
 }
 
 /// The running export; [`Tracing::shutdown`] sends what is still queued.
@@ -113,10 +136,11 @@ fn exporter(export: &TraceExport) -> Result<opentelemetry_otlp::SpanExporter, Ot
         .iter()
         .map(|(k, v)| (k.clone(), v.expose_secret().to_owned()))
         .collect();
+    let ca = private_ca(export)?;
     Ok(match export.protocol {
         OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(http::Client::new(export.timeout)?)
+            .with_http_client(http::Client::new(export.timeout, ca.as_deref())?)
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(export.url.as_str())
             .with_timeout(export.timeout)
@@ -131,16 +155,30 @@ fn exporter(export: &TraceExport) -> Result<opentelemetry_otlp::SpanExporter, Ot
                     .map_err(|_| OtelError::Header(name.clone()))?;
                 map.insert(header, value);
             }
-            opentelemetry_otlp::SpanExporter::builder()
+            let builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .with_endpoint(export.url.as_str())
                 .with_timeout(export.timeout)
                 .with_metadata(
                     opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(map),
-                )
-                .build()?
+                );
+            if export.url.scheme() == "https" {
+                builder.with_tls_config(grpc_tls(ca.as_deref())).build()?
+            } else {
+                builder.build()?
+            }
         }
     })
+}
+
+/// TLS to a gRPC collector: the system roots, and the private CA when one is set, the
+/// same trust as the HTTP exporter's.
+fn grpc_tls(ca: Option<&[u8]>) -> ClientTlsConfig {
+    let tls = ClientTlsConfig::new().with_native_roots();
+    match ca {
+        Some(pem) => tls.ca_certificate(Certificate::from_pem(pem)),
+        None => tls,
+    }
 }
 
 fn sampler(sampling: Sampling) -> Sampler {

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use switchboard_testing::fakes::{self, Provider};
 use switchboard_testing::signing::{WHATSAPP_TOKEN, slack_message, whatsapp};
-use switchboard_testing::{Endpoint, Org, OtlpReceiver, ReceivedSpan, TestDb, random_prefix};
+use switchboard_testing::{
+    Endpoint, GrpcOtlpReceiver, Org, OtlpReceiver, ReceivedSpan, TestDb, random_prefix,
+};
 use uuid::Uuid;
 
 /// What the customer wrote and who they are: none of it may reach a span.
@@ -195,6 +197,29 @@ async fn one_event_is_one_trace_across_pods_and_its_release_links_to_it() {
     assert_eq!(provider_call.attribute("channel"), Some("whatsapp"));
     assert_eq!(provider_call.attribute("outcome"), Some("accepted"));
 
+    // The journey names each step's trace: the event's for the intake and the draft, the
+    // release's for the release and the delivery.
+    let steps: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT step, trace_id FROM message_journey ORDER BY at, step")
+            .fetch_all(&db.pool().await)
+            .await
+            .expect("the journey");
+    let trace_of = |step: &str| {
+        let found: Vec<&Option<String>> = steps
+            .iter()
+            .filter(|(s, _)| s == step)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(found.len(), 1, "one {step} step: {steps:?}");
+        found[0].clone()
+    };
+    for step in ["received", "committed", "queued", "drafted", "shown"] {
+        assert_eq!(trace_of(step), Some(webhook.trace_id.clone()), "{step}");
+    }
+    for step in ["released", "attempt", "delivered"] {
+        assert_eq!(trace_of(step).as_deref(), Some(CALLER_TRACE), "{step}");
+    }
+
     for span in &spans {
         assert_eq!(
             span.resource.get("service.name").map(String::as_str),
@@ -283,6 +308,74 @@ async fn an_autopilot_send_is_its_own_trace_linked_to_the_events() {
     );
     let send = child_of(&spans, "channel_outbound", release);
     child_of(&spans, "provider_call", send);
+}
+
+/// OTLP over gRPC reaches a plaintext collector and one behind TLS whose CA only
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE` names; without that CA the pod does not trust the
+/// collector, sends it nothing and counts the failed exports, while its webhooks go on.
+#[tokio::test]
+async fn grpc_export_in_plaintext_and_over_tls_with_a_private_ca() {
+    let db = TestDb::fresh().await;
+    let plain = GrpcOtlpReceiver::start().await;
+    let tls = GrpcOtlpReceiver::start_tls().await;
+    let untrusted = GrpcOtlpReceiver::start_tls().await;
+    for (receiver, trusted, ca) in [
+        (&plain, true, None),
+        (&tls, true, tls.ca()),
+        (&untrusted, false, None),
+    ] {
+        let mut vars = process_env(&db, &random_prefix());
+        for (k, v) in [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint().as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+            ("WORKER_CONCURRENCY", "0"),
+        ] {
+            vars.insert(k.into(), v.into());
+        }
+        if let Some(ca) = ca {
+            let ca = ca.to_str().expect("a UTF-8 path");
+            vars.insert("OTEL_EXPORTER_OTLP_CERTIFICATE".into(), ca.into());
+        }
+        let (mut child, pod) = serve_ready(&vars).await;
+        let org = Org::create(&db, &pod).await;
+        let signed = slack_message("U1", "1700000000.000001", "hello over grpc");
+        let (status, body) = pod.send_webhook(&org.webhook("slack"), &signed).await;
+        assert_eq!(status, 200, "{body}");
+        let org_id = org.id.to_string();
+        let ours = |spans: &[ReceivedSpan]| {
+            spans
+                .iter()
+                .any(|s| s.name == "webhook" && s.attribute("org_id") == Some(org_id.as_str()))
+        };
+        if trusted {
+            let spans = receiver.spans_until(ours).await;
+            assert!(ours(&spans), "{}: {spans:#?}", receiver.endpoint());
+            let webhook = named(&spans, "webhook");
+            assert_eq!(webhook.attribute("outcome"), Some("accepted"));
+        } else {
+            let failed = switchboard_testing::settled(
+                Duration::from_secs(30),
+                || metric_values(&pod),
+                |m| m.get("trace_export_failures_total").copied().unwrap_or(0.0) >= 1.0,
+            )
+            .await;
+            assert!(
+                failed
+                    .get("trace_export_failures_total")
+                    .copied()
+                    .unwrap_or(0.0)
+                    >= 1.0,
+                "{failed:?}"
+            );
+            assert!(
+                receiver.spans().is_empty(),
+                "an untrusted collector got spans"
+            );
+        }
+        sigterm(&child);
+        assert!(exited(&mut child, Duration::from_secs(30)).await.success());
+    }
 }
 
 /// A collector that takes exports and never answers: the pod answers every webhook at once,
