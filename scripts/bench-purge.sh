@@ -7,12 +7,15 @@
 # conversations and customers), then sends BENCH_RATE fresh signed Slack webhooks/s (open
 # loop, sb-loadgen, every event new) and, two seconds in, gives the org a 30-day window; the
 # job runs every second (SCHEDULE_ORG_RETENTION) and the round times the purge until the last
-# old message is gone. Its p99 is taken over the requests due while the purge ran. A rest
-# round sends the same load with nothing to purge, its p99 over the same seconds of its run.
+# old message and the last old customer are gone. Its p99 is taken over the requests due
+# while the purge ran. A rest round sends the same load with nothing to purge, its p99 over
+# the same seconds of its run. Each round purges once per pace in BENCH_DUTIES (the pods
+# restarted with that RETENTION_DUTY_PERCENT), so paces and rest alternate in one run.
 #
 # Usage: scripts/bench-purge.sh     (uses the dev stack; starts it with dev-up if needed)
-# Env:   BENCH_ROUNDS (3 of each), BENCH_RATE (100), BENCH_SECONDS (30), BENCH_PURGE_ROWS
-#        (100000), SB_SKIP_BUILD=1 to reuse the binaries.
+# Env:   BENCH_ROUNDS (3 of each), BENCH_RATE (100), BENCH_SECONDS (30; longer than the
+#        slowest purge), BENCH_PURGE_ROWS (100000), BENCH_DUTIES ("20", the default pace),
+#        SB_SKIP_BUILD=1 to reuse the binaries.
 # Appends one JSON line to .dev/bench/purge.jsonl.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
@@ -23,6 +26,7 @@ ROUNDS="${BENCH_ROUNDS:-3}"
 RATE="${BENCH_RATE:-100}"
 SECONDS_PER_ROUND="${BENCH_SECONDS:-30}"
 ROWS="${BENCH_PURGE_ROWS:-100000}"
+DUTIES="${BENCH_DUTIES:-20}"
 BENCH="$DEV/bench"
 LOADGEN="${CARGO_TARGET_DIR:-$ROOT/target}/release/sb-loadgen"
 command -v psql >/dev/null || die "psql is needed (apt-get install postgresql-client)"
@@ -42,8 +46,11 @@ print(c["id"], c["secrets"]["signing_secret"])')
 ORG=$(psql_dev "SELECT org_id FROM channel_connections WHERE id = '$ID'")
 psql_dev "UPDATE orgs SET retention_days = NULL WHERE id = '$ORG'" >/dev/null
 
-log "pods with workers, the retention job every second"
-restart_pods BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off "SCHEDULE_ORG_RETENTION=* * * * * *"
+# $1 the purge's pace: pods with workers, the retention job every second.
+pods() {
+  restart_pods BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off \
+    "SCHEDULE_ORG_RETENTION=* * * * * *" "RETENTION_DUTY_PERCENT=$1"
+}
 
 # $1 round tag: ROWS messages 400 days old in conversations and customers of their own.
 seed() {
@@ -68,7 +75,12 @@ seed() {
       FROM v, generate_series(1, $per) g" >/dev/null
   psql_dev "VACUUM ANALYZE messages" >/dev/null
 }
-old_left() { psql_dev "SELECT count(*) FROM messages WHERE org_id = '$ORG' AND created_at < now() - interval '300 days'"; }
+old_left() {
+  psql_dev "SELECT (SELECT count(*) FROM messages
+                     WHERE org_id = '$ORG' AND created_at < now() - interval '300 days')
+                 + (SELECT count(*) FROM customers
+                     WHERE org_id = '$ORG' AND external_id LIKE 'Uold-%')"
+}
 
 # $1 samples file, $2 $3 window (unix ms): the requests due in it as JSON.
 window_stats() {
@@ -85,6 +97,7 @@ PY
 
 results=()
 for round in $(seq "$ROUNDS"); do
+  pods "${DUTIES%% *}"
   # At rest: the same load, nothing to purge; the same window as a purge (2 s in, to the end).
   tag="r$round-$(now_ms)"
   "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" \
@@ -96,8 +109,10 @@ for round in $(seq "$ROUNDS"); do
   log "round $round at rest: $rest"
   results+=("{\"round\": $round, \"phase\": \"rest\", \"stats\": $rest}")
 
-  log "round $round: seeding $ROWS old messages"
-  seed "$tag"
+  for duty in $DUTIES; do
+  pods "$duty"
+  log "round $round, pace $duty %: seeding $ROWS old messages"
+  seed "$tag-$duty"
   "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" \
     --rate "$RATE" --seconds "$SECONDS_PER_ROUND" --samples "$BENCH/purge-load.txt" >/dev/null &
   load=$!
@@ -112,21 +127,32 @@ for round in $(seq "$ROUNDS"); do
   wait "$load"
   psql_dev "UPDATE orgs SET retention_days = NULL WHERE id = '$ORG'" >/dev/null
   purged=$(window_stats "$BENCH/purge-load.txt" "$began" "$ended")
-  log "round $round purge ($((ended - began)) ms): $purged"
-  results+=("{\"round\": $round, \"phase\": \"purge\", \"purge_ms\": $((ended - began)), \"stats\": $purged}")
+  log "round $round purge at $duty % ($((ended - began)) ms): $purged"
+  results+=("{\"round\": $round, \"phase\": \"purge\", \"duty\": $duty, \"purge_ms\": $((ended - began)), \"stats\": $purged}")
+  done
 done
 
 python3 - "$RATE" "$ROWS" "${results[@]}" <<'PY' | tee -a "$BENCH/purge.jsonl"
 import json, statistics, sys
 rate, rows = float(sys.argv[1]), int(sys.argv[2])
 rounds = [json.loads(r) for r in sys.argv[3:]]
+spread = lambda v: {"median": statistics.median(v), "min": min(v), "max": max(v)}
 rest = [r["stats"]["p99_ms"] for r in rounds if r["phase"] == "rest"]
-purge = [r["stats"]["p99_ms"] for r in rounds if r["phase"] == "purge"]
+paces = {}
+for r in rounds:
+    if r["phase"] == "purge":
+        paces.setdefault(r["duty"], []).append(r)
 print(json.dumps({
     "rate": rate, "purged_messages": rows, "rounds": rounds,
-    "rest_p99_ms": {"median": statistics.median(rest), "min": min(rest), "max": max(rest)},
-    "purge_p99_ms": {"median": statistics.median(purge), "min": min(purge), "max": max(purge)},
-    "purge_ms": [r["purge_ms"] for r in rounds if r["phase"] == "purge"],
-    "ratio_of_medians": round(statistics.median(purge) / statistics.median(rest), 2),
+    "rest_p99_ms": spread(rest),
+    "paces": {
+        str(duty): {
+            "purge_p99_ms": spread([r["stats"]["p99_ms"] for r in rs]),
+            "purge_ms": [r["purge_ms"] for r in rs],
+            "ratio_of_medians": round(
+                statistics.median([r["stats"]["p99_ms"] for r in rs]) / statistics.median(rest), 2),
+        }
+        for duty, rs in paces.items()
+    },
 }))
 PY

@@ -9,6 +9,7 @@ use switchboard_config::{Config, SCHEDULED_JOBS};
 use switchboard_domain::ReportKind;
 use switchboard_flows::periodic::backlog::BacklogAlert;
 use switchboard_flows::periodic::reports::ReportJob;
+use switchboard_flows::periodic::retention::Pace;
 use switchboard_flows::periodic::snooze::SnoozeResurface;
 use switchboard_jobs::periodic::agent_health::AgentHealthProbe;
 use switchboard_jobs::periodic::events_retention::EventsRetention;
@@ -66,6 +67,7 @@ pub fn build(state: &AppState, pod_id: &str) -> Scheduler {
         Arc::new(switchboard_flows::periodic::retention::OrgRetention {
             db: db.clone(),
             alerts: alerts.clone(),
+            pace: Pace::percent(config.privacy.retention_duty_percent),
         }),
         Arc::new(InboxRetention {
             db: db.clone(),

@@ -101,6 +101,8 @@ fn bounds(c: &Config, broken: &mut Vec<String>) {
     at_least!(broken, c.inbox.lease, secs(1));
     at_least!(broken, c.outbox.lease, secs(1));
     at_least!(broken, c.privacy.erasure_lease, secs(1));
+    at_least!(broken, c.privacy.retention_duty_percent, 1);
+    at_most!(broken, c.privacy.retention_duty_percent, 100);
     at_least!(broken, c.scheduler.lease, ms(300));
     // Polls and slots that would spin.
     at_least!(broken, c.workers.queue_poll, ms(10));

@@ -286,6 +286,11 @@ settings! {
             /// `customer-erasure` job may take it up (the pod died mid-way); well above what
             /// one erasure takes.
             erasure_lease: Duration = Millis("ERASURE_LEASE_MS"),
+            /// The most of its time the `org-retention` purge spends in its statements, in
+            /// percent: after a batch that took `t` it waits `t × (100 / duty − 1)` (at most
+            /// 5 s), so a purge of years of rows leaves Postgres to the webhooks most of the
+            /// time. 100 never waits.
+            retention_duty_percent: u32 = Value("RETENTION_DUTY_PERCENT"),
         },
         /// Drafts that send themselves under an org's policy.
         autopilot: Autopilot {
