@@ -49,8 +49,10 @@
 #        (alternating, so drift hits every mode): no OTEL_EXPORTER_OTLP_ENDPOINT; a 10 %
 #        parent-based sampler exporting to a local sink that accepts every export; and the
 #        same sampler with every span recorded (always_on) against a collector that is down
-#        (a closed port). The summary gives each mode's median, min and max of throughput,
-#        p99 and CPU per webhook (docs/PERFORMANCE.md: within 5 % of off at 10 %).
+#        (a closed port); `always` records every span too, exported to the sink, so that
+#        `always` against `down` is the cost of the collector being away. The summary
+#        gives each mode's median, min and max of throughput, p99 and CPU per webhook
+#        (docs/PERFORMANCE.md: within 5 % of off at 10 %).
 # Results: one JSON line per probe, closed loop and summary in .dev/bench/ingest.jsonl.
 set -euo pipefail
 # shellcheck source=scripts/dev-lib.sh
@@ -335,10 +337,14 @@ PY
         off) set -- OTEL_EXPORTER_OTLP_ENDPOINT= ;;
         ratio10) set -- OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port" \
           OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.1 ;;
+        always) set -- OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port" \
+          OTEL_TRACES_SAMPLER=always_on ;;
         down) set -- OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9 OTEL_TRACES_SAMPLER=always_on ;;
         *) die "BENCH_TRACING: unknown mode $mode" ;;
       esac
-      restart_pods "$@" WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0
+      # The webhook limit off, as in every other closed loop: a refused webhook is not the
+      # accept path whose cost is measured.
+      restart_pods "$@" RATE_LIMIT_WEBHOOK_SLACK=off WORKER_CONCURRENCY=0 BACKPRESSURE_INBOUND_DEPTH=0
       closed_loop switchboard "$round" "tracing:$mode"
     done
   done

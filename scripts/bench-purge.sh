@@ -46,10 +46,14 @@ print(c["id"], c["secrets"]["signing_secret"])')
 ORG=$(psql_dev "SELECT org_id FROM channel_connections WHERE id = '$ID'")
 psql_dev "UPDATE orgs SET retention_days = NULL WHERE id = '$ORG'" >/dev/null
 
-# $1 the purge's pace: pods with workers, the retention job every second.
+# $1 the purge's pace: pods with workers, the retention job every second, warmed up by 10 s
+# of the same load (their pools' connections opened, their statements prepared) before
+# anything is measured.
 pods() {
   restart_pods BACKPRESSURE_INBOUND_DEPTH=0 RATE_LIMIT_WEBHOOK_SLACK=off \
     "SCHEDULE_ORG_RETENTION=* * * * * *" "RETENTION_DUTY_PERCENT=$1"
+  "$LOADGEN" --url "http://127.0.0.1:$LB_PORT/webhooks/slack/$ID" --secret "$SECRET" \
+    --rate "$RATE" --seconds 10 --samples "$BENCH/purge-warmup.txt" >/dev/null
 }
 
 # $1 round tag: ROWS messages 400 days old in conversations and customers of their own.
