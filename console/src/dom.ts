@@ -42,6 +42,27 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return el;
 }
 
+/**
+ * A form that stays on the page: a submit clears `error` (the form's role=alert line) and
+ * runs `submit` instead of the browser's navigation.
+ */
+export function submitForm(
+  attrs: Attrs,
+  error: HTMLElement,
+  submit: (event: Event) => unknown,
+  ...children: (Child | Child[])[]
+): HTMLFormElement {
+  const on: Record<string, Handler> = {
+    ...attrs.on,
+    submit: (event) => {
+      event.preventDefault();
+      error.textContent = "";
+      void submit(event);
+    },
+  };
+  return h("form", { ...attrs, on }, ...children);
+}
+
 export function append(el: Node, children: (Child | Child[])[]): void {
   for (const child of children.flat()) {
     if (child === null || child === undefined || child === false) continue;

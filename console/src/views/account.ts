@@ -4,7 +4,7 @@
 // reached without a session.
 
 import { ApiError } from "../api";
-import { h, mount } from "../dom";
+import { h, mount, submitForm } from "../dom";
 import { account } from "../endpoints";
 import { adoptToken } from "../session";
 
@@ -75,30 +75,26 @@ export async function renderAccept(root: HTMLElement, token: string): Promise<vo
   if (existing) password.removeAttribute("minlength");
   const error = h("p", { class: "form-error", role: "alert", id: "accept-error" });
   const submit = h("button", { type: "submit", class: "primary", text: "Accept and log in" });
-  const form = h(
-    "form",
+  const form = submitForm(
     {
       "aria-labelledby": "accept-title",
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          error.textContent = "";
-          submit.disabled = true;
-          try {
-            const answer = await account.acceptInvitation({
-              token,
-              password: password.value,
-              display_name: existing ? null : name.value.trim() || null,
-            });
-            history.replaceState(null, "", "#/queue");
-            await adoptToken(answer.token, answer.expires_at, answer.org_id);
-          } catch (e) {
-            error.textContent = accountProblem(e);
-            submit.disabled = false;
-            password.select();
-          }
-        },
-      },
+    },
+    error,
+    async () => {
+      submit.disabled = true;
+      try {
+        const answer = await account.acceptInvitation({
+          token,
+          password: password.value,
+          display_name: existing ? null : name.value.trim() || null,
+        });
+        history.replaceState(null, "", "#/queue");
+        await adoptToken(answer.token, answer.expires_at, answer.org_id);
+      } catch (e) {
+        error.textContent = accountProblem(e);
+        submit.disabled = false;
+        password.select();
+      }
     },
     h("input", { type: "email", hidden: true, autocomplete: "username", value: preview.email, "aria-hidden": "true", tabindex: "-1" }),
     existing ? null : h("div", { class: "field" }, h("label", { for: "accept-name", text: "Your name" }), name),
@@ -126,28 +122,24 @@ export function renderReset(root: HTMLElement, token: string): void {
   const [pwField, password] = passwordField("reset-password", `New password (at least ${PASSWORD_MIN} characters)`, "new-password");
   const error = h("p", { class: "form-error", role: "alert", id: "reset-error" });
   const submit = h("button", { type: "submit", class: "primary", text: "Set the password" });
-  const form = h(
-    "form",
+  const form = submitForm(
     {
       "aria-labelledby": "reset-title",
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          error.textContent = "";
-          submit.disabled = true;
-          try {
-            await account.confirmReset({ token, new_password: password.value });
-            mount(
-              root,
-              card("reset-title", "Password set", h("p", { role: "status", id: "reset-done", text: "Your password is set, and every session you had is ended. Log in with the new password." }), backToLogin()),
-            );
-            root.querySelector<HTMLAnchorElement>("a")?.focus();
-          } catch (e) {
-            error.textContent = accountProblem(e);
-            submit.disabled = false;
-          }
-        },
-      },
+    },
+    error,
+    async () => {
+      submit.disabled = true;
+      try {
+        await account.confirmReset({ token, new_password: password.value });
+        mount(
+          root,
+          card("reset-title", "Password set", h("p", { role: "status", id: "reset-done", text: "Your password is set, and every session you had is ended. Log in with the new password." }), backToLogin()),
+        );
+        root.querySelector<HTMLAnchorElement>("a")?.focus();
+      } catch (e) {
+        error.textContent = accountProblem(e);
+        submit.disabled = false;
+      }
     },
     pwField,
     error,
@@ -195,25 +187,21 @@ export function changePasswordDialog(): HTMLDialogElement {
   const error = h("p", { class: "form-error", role: "alert", id: "pw-error" });
   const submit = h("button", { type: "submit", class: "primary", text: "Change password" });
   const dialog = h("dialog", { class: "help", id: "change-password", "aria-labelledby": "pw-title" });
-  const form = h(
-    "form",
+  const form = submitForm(
     {
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          error.textContent = "";
-          submit.disabled = true;
-          try {
-            const answer = await account.changePassword({ current_password: current.value, new_password: next.value });
-            form.reset();
-            dialog.close();
-            await adoptToken(answer.token, answer.expires_at, null);
-          } catch (e) {
-            error.textContent = accountProblem(e);
-          }
-          submit.disabled = false;
-        },
-      },
+    },
+    error,
+    async () => {
+      submit.disabled = true;
+      try {
+        const answer = await account.changePassword({ current_password: current.value, new_password: next.value });
+        form.reset();
+        dialog.close();
+        await adoptToken(answer.token, answer.expires_at, null);
+      } catch (e) {
+        error.textContent = accountProblem(e);
+      }
+      submit.disabled = false;
     },
     currentField,
     newField,

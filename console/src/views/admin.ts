@@ -4,7 +4,7 @@
 // says so instead of failing.
 
 import { ApiError } from "../api";
-import { h, mount } from "../dom";
+import { h, mount, submitForm } from "../dom";
 import { connections, deadLetters, inboundEvents } from "../endpoints";
 import { CHANNEL_LABEL, clock, shortId } from "../format";
 import type { Channel, Schemas } from "../types";
@@ -64,46 +64,42 @@ export function connectionsScreen(root: HTMLElement, orgId: string): void {
     );
   }
 
-  const form = h(
-    "form",
+  const form = submitForm(
     {
       class: "admin-form",
       "aria-label": "New channel connection",
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          formError.textContent = "";
-          let parsedSettings: unknown;
-          try {
-            parsedSettings = JSON.parse(settings.value || "{}");
-          } catch {
-            formError.textContent = "Settings must be JSON, e.g. {}";
-            return;
-          }
-          const values: Record<string, string> = {};
-          for (const input of secrets.querySelectorAll("input")) values[input.name] = input.value;
-          try {
-            const c = await connections.create({
-              org_id: orgId,
-              channel: channel.value,
-              name: name.value.trim(),
-              secrets: values,
-              settings: parsedSettings,
-            });
-            form.reset();
-            settings.value = "{}";
-            renderSecrets();
-            mount(
-              created,
-              h("p", {}, `Created ${CHANNEL_LABEL[c.channel]} connection “${c.name}”. Give the provider this webhook URL:`),
-              h("code", { class: "webhook", text: c.webhook_url }),
-            );
-            void load();
-          } catch (e) {
-            formError.textContent = `Could not create it: ${(e as Error).message}`;
-          }
-        },
-      },
+    },
+    formError,
+    async () => {
+      let parsedSettings: unknown;
+      try {
+        parsedSettings = JSON.parse(settings.value || "{}");
+      } catch {
+        formError.textContent = "Settings must be JSON, e.g. {}";
+        return;
+      }
+      const values: Record<string, string> = {};
+      for (const input of secrets.querySelectorAll("input")) values[input.name] = input.value;
+      try {
+        const c = await connections.create({
+          org_id: orgId,
+          channel: channel.value,
+          name: name.value.trim(),
+          secrets: values,
+          settings: parsedSettings,
+        });
+        form.reset();
+        settings.value = "{}";
+        renderSecrets();
+        mount(
+          created,
+          h("p", {}, `Created ${CHANNEL_LABEL[c.channel]} connection “${c.name}”. Give the provider this webhook URL:`),
+          h("code", { class: "webhook", text: c.webhook_url }),
+        );
+        void load();
+      } catch (e) {
+        formError.textContent = `Could not create it: ${(e as Error).message}`;
+      }
     },
     h("h3", { text: "New connection" }),
     h("div", { class: "field" }, h("label", { for: "conn-channel", text: "Channel" }), channel),

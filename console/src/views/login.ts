@@ -1,5 +1,5 @@
 import { ApiError } from "../api";
-import { h, mount } from "../dom";
+import { h, mount, submitForm } from "../dom";
 import { login } from "../session";
 import { forgotPasswordForm } from "./account";
 
@@ -15,32 +15,28 @@ export function renderLogin(root: HTMLElement, reason: string | null): void {
   });
   const error = h("p", { class: "form-error", role: "alert", id: "login-error" });
   const submit = h("button", { type: "submit", class: "primary", text: "Log in" });
-  const form = h(
-    "form",
+  const form = submitForm(
     {
       class: "login-card",
       "aria-labelledby": "login-title",
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          error.textContent = "";
-          submit.disabled = true;
-          submit.textContent = "Logging in…";
-          try {
-            await login(email.value.trim(), password.value);
-          } catch (e) {
-            error.textContent =
-              e instanceof ApiError && e.status === 401
-                ? "Wrong email or password."
-                : e instanceof ApiError && e.status === 429
-                  ? "Too many failed attempts. Wait a few minutes and try again."
-                  : `Could not log in: ${(e as Error).message}`;
-            submit.disabled = false;
-            submit.textContent = "Log in";
-            password.select();
-          }
-        },
-      },
+    },
+    error,
+    async () => {
+      submit.disabled = true;
+      submit.textContent = "Logging in…";
+      try {
+        await login(email.value.trim(), password.value);
+      } catch (e) {
+        error.textContent =
+          e instanceof ApiError && e.status === 401
+            ? "Wrong email or password."
+            : e instanceof ApiError && e.status === 429
+              ? "Too many failed attempts. Wait a few minutes and try again."
+              : `Could not log in: ${(e as Error).message}`;
+        submit.disabled = false;
+        submit.textContent = "Log in";
+        password.select();
+      }
     },
     h("h1", { id: "login-title" }, h("span", { class: "logo", "aria-hidden": "true" }), "Switchboard"),
     h("p", { class: "muted", text: "Expert console" }),

@@ -5,7 +5,7 @@
 // `last_admin`), and the page says so.
 
 import { ApiError } from "../api";
-import { h, mount } from "../dom";
+import { h, mount, submitForm } from "../dom";
 import { members } from "../endpoints";
 import { confirmDialog } from "./confirm";
 import { clock } from "../format";
@@ -44,60 +44,56 @@ export function membersScreen(root: HTMLElement, orgId: string, me: string): voi
   );
   const formError = h("p", { class: "form-error", role: "alert", id: "invite-error" });
 
-  const form = h(
-    "form",
+  const form = submitForm(
     {
       class: "admin-form",
       "aria-labelledby": "invite-title",
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          formError.textContent = "";
-          try {
-            const answer = await members.invite(orgId, {
-              email: email.value.trim(),
-              role: role.value as Schemas["Role"],
-            });
-            form.reset();
-            const link = h("input", {
-              id: "invite-link",
-              readonly: true,
-              value: answer.link,
-              "aria-label": "Invitation link",
-              class: "copy-field",
-            });
-            const copy = h("button", {
-              type: "button",
-              id: "invite-copy",
-              text: "Copy link",
-              on: {
-                click: async () => {
-                  link.select();
-                  try {
-                    await navigator.clipboard.writeText(answer.link);
-                    copy.textContent = "Copied";
-                  } catch {
-                    copy.textContent = "Select and copy the link";
-                  }
-                },
-              },
-            });
-            const sent: Record<Schemas["MailOutcome"], string> = {
-              sent: `Invitation mailed to ${answer.invitation.email}.`,
-              failed: `The mail to ${answer.invitation.email} could not be sent: give them this link.`,
-              not_configured: `Mail is not set up on this server: give ${answer.invitation.email} this link.`,
-            };
-            mount(
-              invited,
-              h("p", { text: `${sent[answer.mail]} It works once, until ${clock(answer.invitation.expires_at)}.` }),
-              h("div", { class: "copy-row" }, link, copy),
-            );
-            void load();
-          } catch (e) {
-            formError.textContent = memberProblem(e, "invite");
-          }
-        },
-      },
+    },
+    formError,
+    async () => {
+      try {
+        const answer = await members.invite(orgId, {
+          email: email.value.trim(),
+          role: role.value as Schemas["Role"],
+        });
+        form.reset();
+        const link = h("input", {
+          id: "invite-link",
+          readonly: true,
+          value: answer.link,
+          "aria-label": "Invitation link",
+          class: "copy-field",
+        });
+        const copy = h("button", {
+          type: "button",
+          id: "invite-copy",
+          text: "Copy link",
+          on: {
+            click: async () => {
+              link.select();
+              try {
+                await navigator.clipboard.writeText(answer.link);
+                copy.textContent = "Copied";
+              } catch {
+                copy.textContent = "Select and copy the link";
+              }
+            },
+          },
+        });
+        const sent: Record<Schemas["MailOutcome"], string> = {
+          sent: `Invitation mailed to ${answer.invitation.email}.`,
+          failed: `The mail to ${answer.invitation.email} could not be sent: give them this link.`,
+          not_configured: `Mail is not set up on this server: give ${answer.invitation.email} this link.`,
+        };
+        mount(
+          invited,
+          h("p", { text: `${sent[answer.mail]} It works once, until ${clock(answer.invitation.expires_at)}.` }),
+          h("div", { class: "copy-row" }, link, copy),
+        );
+        void load();
+      } catch (e) {
+        formError.textContent = memberProblem(e, "invite");
+      }
     },
     h("h3", { id: "invite-title", text: "Invite a member" }),
     h("div", { class: "field" }, h("label", { for: "invite-email", text: "Email" }), email),

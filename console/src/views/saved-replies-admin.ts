@@ -4,7 +4,7 @@
 
 import "./team.css";
 import { ApiError } from "../api";
-import { h, mount } from "../dom";
+import { h, mount, submitForm } from "../dom";
 import { savedReplies } from "../endpoints";
 import { clock } from "../format";
 import { PLACEHOLDERS, type SavedReply } from "../saved-replies";
@@ -36,28 +36,24 @@ export function savedRepliesScreen(root: HTMLElement, orgId: string): void {
     if (r) name.focus();
   }
 
-  const form = h(
-    "form",
+  const form = submitForm(
     {
       class: "admin-form",
       "aria-labelledby": "sr-form-title",
-      on: {
-        submit: async (event) => {
-          event.preventDefault();
-          formError.textContent = "";
-          const values = { name: name.value.trim(), body: body.value };
-          try {
-            const saved = editing
-              ? await savedReplies.update(orgId, editing.id, values)
-              : await savedReplies.create(orgId, values);
-            status.textContent = `Saved “${saved.name}”.`;
-            edit(null);
-            void load(`Saved “${saved.name}”. `);
-          } catch (e) {
-            formError.textContent = problem(e, "save it");
-          }
-        },
-      },
+    },
+    formError,
+    async () => {
+      const values = { name: name.value.trim(), body: body.value };
+      try {
+        const saved = editing
+          ? await savedReplies.update(orgId, editing.id, values)
+          : await savedReplies.create(orgId, values);
+        status.textContent = `Saved “${saved.name}”.`;
+        edit(null);
+        void load(`Saved “${saved.name}”. `);
+      } catch (e) {
+        formError.textContent = problem(e, "save it");
+      }
     },
     heading,
     h("div", { class: "field" }, h("label", { for: "sr-name", text: "Name (what experts type after /)" }), name),

@@ -1,4 +1,4 @@
-import{h as M,m as Ht,r as mi,a as oi,c as Un,A as Qs,C as tn}from"./index-CGX2emMD.js";/*!
+import{h as M,m as Ht,r as mi,a as oi,c as Un,A as Qs,C as tn}from"./index-C6EWGL4f.js";/*!
  * @kurkle/color v0.3.4
  * https://github.com/kurkle/color#readme
  * (c) 2024 Jukka Kurkela
