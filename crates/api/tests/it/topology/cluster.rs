@@ -6,7 +6,6 @@
 use serde_json::json;
 use std::time::Duration;
 use switchboard_config::{RedisEndpoint, RedisShape, RedisTls};
-use switchboard_coord::subscription::{self, Notice};
 use switchboard_coord::{Redis, dedup};
 use switchboard_jobs::queue::{InboundQueue, OutboundQueue};
 use switchboard_jobs::redis_check::RedisWork;
@@ -78,41 +77,21 @@ async fn cluster_pub_sub_is_sharded_and_follows_a_failover() {
     let mut cluster = RedisCluster::start(3, 1).await;
     let redis = on(&cluster, &random_prefix());
     let channel = redis.key("cluster-test:pushed");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let token = tokio_util::sync::CancellationToken::new();
-    let listener = {
-        let (redis, channel, token) = (redis.clone(), channel.clone(), token.clone());
-        tokio::spawn(async move {
-            subscription::subscribe(&redis, &channel, Duration::from_millis(200), token, |n| {
-                let _ = tx.send(n);
-            })
-            .await;
-        })
-    };
-    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-    assert!(matches!(first, Ok(Some(Notice::Subscribed))), "{first:?}");
+    let mut listener = super::Listener::start(&redis, &channel).await;
     // SPUBLISH counts the node's sharded subscribers: this one.
     assert_eq!(redis.publish(&channel, "hello").await.expect("publish"), 1);
-    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-    assert!(
-        matches!(&got, Ok(Some(Notice::Message(m))) if m == "hello"),
-        "{got:?}"
-    );
+    listener.hears("hello").await;
 
     // The channel's master dies: the loop reports the loss, subscribes on the promoted
     // master, and hears what is published there.
     cluster.kill(cluster.master_of(&channel)).await;
-    let (resubscribed, notices) = super::until_subscribed(&mut rx, Duration::from_secs(30)).await;
+    let (resubscribed, notices) =
+        super::until_subscribed(&mut listener.rx, Duration::from_secs(30)).await;
     assert!(resubscribed, "{notices:?}");
     assert!(notices.iter().any(|n| n == "Lost"), "{notices:?}");
     assert_eq!(redis.publish(&channel, "again").await.expect("publish"), 1);
-    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-    assert!(
-        matches!(&got, Ok(Some(Notice::Message(m))) if m == "again"),
-        "{got:?}"
-    );
-    token.cancel();
-    listener.await.expect("listener ends");
+    listener.hears("again").await;
+    listener.stop().await;
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 use std::time::Duration;
 use switchboard_config::{RedisAuth, RedisEndpoint, RedisShape, RedisTls, SentinelSettings};
 use switchboard_coord::Redis;
-use switchboard_coord::subscription::{self, Notice};
+use switchboard_coord::subscription::Notice;
 use switchboard_testing::signing::{SLACK_SECRET, Signed, slack};
 use switchboard_testing::socket::{Sock, connect_with};
 use switchboard_testing::{
@@ -93,19 +93,7 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
     };
     let redis = Redis::connect(&endpoint, &random_prefix()).expect("sentinel handle");
     let channel = redis.key("sentinel-test:pushed");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let token = tokio_util::sync::CancellationToken::new();
-    let listener = {
-        let (redis, channel, token) = (redis.clone(), channel.clone(), token.clone());
-        tokio::spawn(async move {
-            subscription::subscribe(&redis, &channel, Duration::from_millis(200), token, |n| {
-                let _ = tx.send(n);
-            })
-            .await;
-        })
-    };
-    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-    assert!(matches!(first, Ok(Some(Notice::Subscribed))), "{first:?}");
+    let mut listener = super::Listener::start(&redis, &channel).await;
     assert!(
         redis
             .set_nx("claim:1", "x", Duration::from_secs(60))
@@ -113,11 +101,7 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
             .expect("write")
     );
     assert_eq!(redis.publish(&channel, "hello").await.expect("publish"), 1);
-    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-    assert!(
-        matches!(&got, Ok(Some(Notice::Message(m))) if m == "hello"),
-        "{got:?}"
-    );
+    listener.hears("hello").await;
 
     // Handed over: the old master is now a replica, where a write would be refused. The
     // handle writes on the new master, and the subscription moves there too (the master
@@ -143,20 +127,17 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
             .await
             .expect("read the replicated claim")
     );
-    let (back, moved) = super::until_subscribed(&mut rx, Duration::from_secs(10)).await;
+    let (back, moved) = super::until_subscribed(&mut listener.rx, Duration::from_secs(10)).await;
     assert!(back, "the subscription moved within 10 s: {moved:?}");
     assert_eq!(moved, ["Lost", "Subscribed"], "{moved:?}");
     assert_eq!(redis.publish(&channel, "again").await.expect("publish"), 1);
-    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-    assert!(
-        matches!(&got, Ok(Some(Notice::Message(m))) if m == "again"),
-        "{got:?}"
-    );
+    listener.hears("again").await;
 
     // Killed: the subscription is lost and made again on the promoted master.
     let (killed, promoted) = set.kill_master().await;
     assert_eq!(killed, new);
-    let (resubscribed, notices) = super::until_subscribed(&mut rx, Duration::from_secs(30)).await;
+    let (resubscribed, notices) =
+        super::until_subscribed(&mut listener.rx, Duration::from_secs(30)).await;
     assert!(resubscribed, "{notices:?}");
     let wrote = || async {
         redis
@@ -180,7 +161,7 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
         "the subscription is on the promoted master"
     );
     let heard = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(n) = rx.recv().await {
+        while let Some(n) = listener.rx.recv().await {
             if matches!(&n, Notice::Message(m) if m == "third") {
                 return true;
             }
@@ -193,8 +174,7 @@ async fn sentinel_commands_and_pub_sub_follow_a_handover_and_a_killed_master() {
         Ok(true),
         "the subscriber heard what the promoted master published"
     );
-    token.cancel();
-    listener.await.expect("listener ends");
+    listener.stop().await;
 }
 
 #[tokio::test]
@@ -286,38 +266,24 @@ async fn sentinel_failover_under_load_loses_and_doubles_nothing_and_sockets_keep
     // Each pod's sockets hear what the other takes after the failovers (each watchdog
     // subscribed again on the promoted master). Each webhook is its own Slack event and
     // message (`ts`): one with another's would rightly be taken as a duplicate.
-    let ready = a
-        .ready_until(Duration::from_secs(30), |r| {
-            r["realtime"]["adapter"]["ok"] == true
-        })
-        .await;
-    assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
-    let body = "after the failovers, through B";
-    let signed = slack(
-        SLACK_SECRET,
-        "EvAfterB",
-        "UAfter",
-        "1700000500.000001",
-        body,
-    );
-    accepted(b, &path, &signed).await;
-    hears(&mut socks[0], &app.db, body, "A").await;
-    let ready = b
-        .ready_until(Duration::from_secs(30), |r| {
-            r["realtime"]["adapter"]["ok"] == true
-        })
-        .await;
-    assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
-    let body = "after the failovers, through A";
-    let signed = slack(
-        SLACK_SECRET,
-        "EvAfterA",
-        "UAfter",
-        "1700000500.000002",
-        body,
-    );
-    accepted(a, &path, &signed).await;
-    hears(&mut socks[1], &app.db, body, "B").await;
+    let turns = [
+        (0, "A", b, "B", "1700000500.000001"),
+        (1, "B", a, "A", "1700000500.000002"),
+    ];
+    for (hearer, hearer_name, via, via_name, ts) in turns {
+        let ready = app
+            .pod(hearer)
+            .ready_until(Duration::from_secs(30), |r| {
+                r["realtime"]["adapter"]["ok"] == true
+            })
+            .await;
+        assert_eq!(ready["realtime"]["adapter"]["ok"], true, "{ready}");
+        let body = format!("after the failovers, through {via_name}");
+        let event = format!("EvAfter{via_name}");
+        let signed = slack(SLACK_SECRET, &event, "UAfter", ts, &body);
+        accepted(via, &path, &signed).await;
+        hears(&mut socks[hearer], &app.db, &body, hearer_name).await;
+    }
     assert_ne!(promoted, killed, "another node took over");
     for sock in socks {
         sock.close().await;
