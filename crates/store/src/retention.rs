@@ -3,6 +3,12 @@
 //! index of `(org_id, time)`, so a purge never holds many row locks nor a long snapshot and
 //! webhooks are committed between its statements.
 //!
+//! Each statement deletes the rows whose keys its subquery found as `key = ANY(ARRAY(…))`:
+//! the keys are fetched first and each row is then found by its primary key. Written as
+//! `key IN (subquery)` the planner may join the batch against the whole table instead (a
+//! sequential scan of every message for each batch of 2 000, measured: 24 of the batch's
+//! 70 ms on 100 000 rows, and growing with the table).
+//!
 //! Child rows go before their parents, and nothing that is still at work goes: a reply not
 //! yet delivered or dead, an inbox event not yet processed, a live queue item and its
 //! conversation. Reports already computed are rows of numbers and stay.
@@ -47,55 +53,55 @@ pub const STEPS: &[Step] = &[
     Step {
         // Ids, numbers and user names only, but a message's path is theirs too.
         table: "message_journey",
-        sql: "DELETE FROM message_journey WHERE id IN (
-                SELECT id FROM message_journey WHERE org_id = $1 AND at < $2 LIMIT $3)",
+        sql: "DELETE FROM message_journey WHERE id = ANY(ARRAY(
+                SELECT id FROM message_journey WHERE org_id = $1 AND at < $2 LIMIT $3))",
     },
     Step {
         table: "channel_failures",
-        sql: "DELETE FROM channel_failures WHERE id IN (
+        sql: "DELETE FROM channel_failures WHERE id = ANY(ARRAY(
                 SELECT id FROM channel_failures
                  WHERE org_id = $1 AND created_at < $2 AND status IN ('dead', 'resolved')
-                 LIMIT $3)",
+                 LIMIT $3))",
     },
     Step {
         table: "outbox",
         // Found through their messages (`messages_org_created`), as the drafts are.
-        sql: "DELETE FROM outbox WHERE id IN (
+        sql: "DELETE FROM outbox WHERE id = ANY(ARRAY(
                 SELECT o.id FROM messages m JOIN outbox o ON o.message_id = m.id
                  WHERE m.org_id = $1 AND m.created_at < $2 AND m.direction = 'outbound'
                    AND o.status IN ('sent', 'dead')
                    AND NOT EXISTS (SELECT 1 FROM channel_failures f WHERE f.outbox_id = o.id)
-                 LIMIT $3)",
+                 LIMIT $3))",
     },
     Step {
         table: "drafts",
-        sql: "DELETE FROM drafts WHERE id IN (
+        sql: "DELETE FROM drafts WHERE id = ANY(ARRAY(
                 SELECT d.id FROM messages m JOIN drafts d ON d.message_id = m.id
                  WHERE m.org_id = $1 AND m.created_at < $2 AND m.direction = 'inbound'
                    AND NOT EXISTS (SELECT 1 FROM expert_queue q WHERE q.draft_id = d.id
                                      AND q.status <> 'resolved')
-                 LIMIT $3)",
+                 LIMIT $3))",
     },
     Step {
         table: "expert_queue",
-        sql: "DELETE FROM expert_queue WHERE id IN (
+        sql: "DELETE FROM expert_queue WHERE id = ANY(ARRAY(
                 SELECT id FROM expert_queue
-                 WHERE org_id = $1 AND status = 'resolved' AND updated_at < $2 LIMIT $3)",
+                 WHERE org_id = $1 AND status = 'resolved' AND updated_at < $2 LIMIT $3))",
     },
     Step {
         table: "messages",
-        sql: "DELETE FROM messages WHERE id IN (
+        sql: "DELETE FROM messages WHERE id = ANY(ARRAY(
                 SELECT m.id FROM messages m
                  WHERE m.org_id = $1 AND m.created_at < $2
                    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.message_id = m.id)
                    AND NOT EXISTS (SELECT 1 FROM expert_queue q WHERE q.draft_message_id = m.id
                                      AND q.status <> 'resolved')
-                 ORDER BY m.created_at LIMIT $3)",
+                 ORDER BY m.created_at LIMIT $3))",
     },
     Step {
         table: "conversation_notes",
-        sql: "DELETE FROM conversation_notes WHERE id IN (
-                SELECT id FROM conversation_notes WHERE org_id = $1 AND created_at < $2 LIMIT $3)",
+        sql: "DELETE FROM conversation_notes WHERE id = ANY(ARRAY(
+                SELECT id FROM conversation_notes WHERE org_id = $1 AND created_at < $2 LIMIT $3))",
     },
     Step {
         // The agent's running summary quotes the texts: a conversation idle past the window
@@ -103,50 +109,51 @@ pub const STEPS: &[Step] = &[
         table: "conversations_summary",
         sql: "UPDATE conversations SET agent_context = jsonb_set(agent_context,
                        '{history_summary}', '[]'::jsonb)
-               WHERE id IN (SELECT id FROM conversations
+               WHERE id = ANY(ARRAY(SELECT id FROM conversations
                              WHERE org_id = $1 AND updated_at < $2
                                AND agent_context -> 'history_summary' <> '[]'::jsonb
-                             LIMIT $3)",
+                             LIMIT $3))",
     },
     Step {
         table: "conversations",
-        sql: "DELETE FROM conversations WHERE id IN (
+        sql: "DELETE FROM conversations WHERE id = ANY(ARRAY(
                 SELECT c.id FROM conversations c
                  WHERE c.org_id = $1 AND c.updated_at < $2
                    AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id)
                    AND NOT EXISTS (SELECT 1 FROM conversation_notes n WHERE n.conversation_id = c.id)
                    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.conversation_id = c.id)
                    AND NOT EXISTS (SELECT 1 FROM expert_queue q WHERE q.conversation_id = c.id)
-                 LIMIT $3)",
+                 LIMIT $3))",
     },
     Step {
         table: "customers",
-        sql: "DELETE FROM customers WHERE id IN (
+        sql: "DELETE FROM customers WHERE id = ANY(ARRAY(
                 SELECT u.id FROM customers u
                  WHERE u.org_id = $1 AND u.updated_at < $2
                    AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.customer_id = u.id)
-                 LIMIT $3)",
+                 LIMIT $3))",
     },
     Step {
         // Unprocessed events are still to be handled; parked ones wait for an admin, but
         // past the window their payload goes too.
         table: "inbound_events",
-        sql: "DELETE FROM inbound_events WHERE id IN (
+        sql: "DELETE FROM inbound_events WHERE id = ANY(ARRAY(
                 SELECT id FROM inbound_events
                  WHERE org_id = $1 AND received_at < $2
                    AND (processed_at IS NOT NULL OR parked_at IS NOT NULL)
-                 LIMIT $3)",
+                 LIMIT $3))",
     },
     Step {
         table: "events",
-        sql: "DELETE FROM events WHERE (org_id, seq) IN (
-                SELECT org_id, seq FROM events WHERE org_id = $1 AND created_at < $2 LIMIT $3)",
+        sql: "DELETE FROM events WHERE org_id = $1 AND seq = ANY(ARRAY(
+                SELECT seq FROM events WHERE org_id = $1 AND created_at < $2 LIMIT $3))",
     },
     Step {
         table: "idempotency_keys",
-        sql: "DELETE FROM idempotency_keys WHERE (org_id, user_id, key) IN (
-                SELECT org_id, user_id, key FROM idempotency_keys
-                 WHERE org_id = $1 AND created_at < $2 LIMIT $3)",
+        // No single-column key: the rows' own addresses, read and deleted in one statement.
+        sql: "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+                SELECT ctid FROM idempotency_keys
+                 WHERE org_id = $1 AND created_at < $2 LIMIT $3))",
     },
 ];
 
