@@ -138,18 +138,21 @@ fn signal_url(endpoint: &Url) -> Url {
     url
 }
 
+/// `OTEL_TRACES_SAMPLER_ARG` is not a ratio (the text it holds, which is never a secret).
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (it is {0:?})")]
+struct BadRatio(String);
+
 /// The sampler `name` with its argument; the message names the variable, never guesses.
-fn sampling(name: SamplerName, arg: Option<&str>) -> Result<Sampling, String> {
-    let ratio = || -> Result<f64, String> {
+fn sampling(name: SamplerName, arg: Option<&str>) -> Result<Sampling, BadRatio> {
+    let ratio = || -> Result<f64, BadRatio> {
         let Some(arg) = arg.map(str::trim).filter(|a| !a.is_empty()) else {
             // The specification's default for the ratio samplers.
             return Ok(1.0);
         };
         match arg.parse::<f64>() {
             Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
-            _ => Err(format!(
-                "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (it is {arg:?})"
-            )),
+            _ => Err(BadRatio(arg.to_owned())),
         }
     };
     Ok(match name {
@@ -213,8 +216,8 @@ fn decode(text: &str) -> Option<String> {
 /// The rules of the trace settings, one line in `broken` per broken rule.
 pub(crate) fn check(c: &Config, broken: &mut Vec<String>) {
     let t = &c.traces;
-    if let Err(m) = sampling(t.sampler, t.sampler_arg.as_deref()) {
-        broken.push(m);
+    if let Err(e) = sampling(t.sampler, t.sampler_arg.as_deref()) {
+        broken.push(e.to_string());
     }
     if let Some(headers) = &t.headers {
         match pairs(headers.expose_secret()) {
