@@ -5,11 +5,10 @@
 //! `retention_purged_rows_total{table}` and the run's detail; an org whose oldest message is
 //! more than a day past its window raises `retention_behind`.
 //!
-//! The purge is paced ([`Pace`], `RETENTION_DUTY_PERCENT`): after each batch it waits so
-//! that its statements take at most that share of its time. A webhook that arrives while a
-//! batch runs shares the two busiest resources with it (Postgres's CPU and its WAL flush);
-//! pacing lowers how many webhooks do, so the tail of their latency moves less, and a daily
-//! purge has hours to spare.
+//! The purge can be paced ([`Pace`], `RETENTION_DUTY_PERCENT`, 100 by default: back to
+//! back): after each batch it waits so that its statements take at most that share of its
+//! time, which lowers how many webhooks share Postgres with a batch but not what those that
+//! do wait (PERFORMANCE, "Webhooks during a retention purge").
 
 use async_trait::async_trait;
 use chrono::{Duration, Utc};
