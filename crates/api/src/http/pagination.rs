@@ -91,7 +91,7 @@ pub fn truncate<T>(rows: &mut Vec<T>, limit: i64) -> bool {
 
 /// Splits one extra fetched row off a page: the rows to return and the next cursor (from
 /// the last returned row's key) when there are more.
-pub fn page<T>(
+fn page<T>(
     mut rows: Vec<T>,
     limit: i64,
     key: impl Fn(&T) -> (DateTime<Utc>, Uuid),

@@ -25,9 +25,6 @@ pub enum ExportHttpError {
     /// No tokio runtime where the exporter was built.
     #[error("the trace exporter needs the pod's tokio runtime")]
     NoRuntime,
-    /// `OTEL_EXPORTER_OTLP_CERTIFICATE` holds no PEM certificate.
-    #[error("OTEL_EXPORTER_OTLP_CERTIFICATE is not a PEM certificate: {0}")]
-    Ca(#[source] reqwest::Error),
     /// The client could not be built.
     #[error("could not build the trace exporter's HTTP client: {0}")]
     Build(#[source] reqwest::Error),
@@ -41,14 +38,15 @@ pub enum ExportHttpError {
 
 impl Client {
     /// A client whose every request gives up after `timeout`, on the current runtime,
-    /// trusting `ca` (PEM) beside the system roots.
-    pub(super) fn new(timeout: Duration, ca: Option<&[u8]>) -> Result<Self, ExportHttpError> {
+    /// trusting `ca` beside the system roots.
+    pub(super) fn new(
+        timeout: Duration,
+        ca: &[reqwest::Certificate],
+    ) -> Result<Self, ExportHttpError> {
         let runtime = Handle::try_current().map_err(|_| ExportHttpError::NoRuntime)?;
         let mut builder = reqwest::Client::builder().timeout(timeout);
-        if let Some(pem) = ca {
-            for cert in reqwest::Certificate::from_pem_bundle(pem).map_err(ExportHttpError::Ca)? {
-                builder = builder.add_root_certificate(cert);
-            }
+        for cert in ca {
+            builder = builder.add_root_certificate(cert.clone());
         }
         let http = builder.build().map_err(ExportHttpError::Build)?;
         Ok(Self { http, runtime })

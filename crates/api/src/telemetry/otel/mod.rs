@@ -54,20 +54,31 @@ pub enum OtelError {
         /// Why.
         source: std::io::Error,
     },
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE` holds no PEM certificate: refused at start for both
+    /// protocols, rather than every export failing its handshake later.
+    #[error("OTEL_EXPORTER_OTLP_CERTIFICATE: {0} holds no PEM certificate")]
+    NotPem(std::path::PathBuf),
 }
 
-/// The PEM of `OTEL_EXPORTER_OTLP_CERTIFICATE`, when set.
-fn private_ca(export: &TraceExport) -> Result<Option<Vec<u8>>, OtelError> {
-    export
-        .ca
-        .as_ref()
-        .map(|path| {
-            std::fs::read(path).map_err(|source| OtelError::Certificate {
-                path: path.clone(),
-                source,
-            })
-        })
-        .transpose()
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`, read and parsed once: its PEM for tonic, its
+/// certificates for reqwest.
+struct PrivateCa {
+    pem: Vec<u8>,
+    certs: Vec<reqwest::Certificate>,
+}
+
+fn private_ca(export: &TraceExport) -> Result<Option<PrivateCa>, OtelError> {
+    let Some(path) = &export.ca else {
+        return Ok(None);
+    };
+    let pem = std::fs::read(path).map_err(|source| OtelError::Certificate {
+        path: path.clone(),
+        source,
+    })?;
+    match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certs) if !certs.is_empty() => Ok(Some(PrivateCa { pem, certs })),
+        _ => Err(OtelError::NotPem(path.clone())),
+    }
 }
 
 /// The running export; [`Tracing::shutdown`] sends what is still queued.
@@ -140,7 +151,10 @@ fn exporter(export: &TraceExport) -> Result<opentelemetry_otlp::SpanExporter, Ot
     Ok(match export.protocol {
         OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(http::Client::new(export.timeout, ca.as_deref())?)
+            .with_http_client(http::Client::new(
+                export.timeout,
+                ca.as_ref().map_or(&[][..], |ca| &ca.certs),
+            )?)
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(export.url.as_str())
             .with_timeout(export.timeout)
@@ -163,7 +177,8 @@ fn exporter(export: &TraceExport) -> Result<opentelemetry_otlp::SpanExporter, Ot
                     opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(map),
                 );
             if export.url.scheme() == "https" {
-                builder.with_tls_config(grpc_tls(ca.as_deref())).build()?
+                let pem = ca.as_ref().map(|ca| ca.pem.as_slice());
+                builder.with_tls_config(grpc_tls(pem)).build()?
             } else {
                 builder.build()?
             }
@@ -192,5 +207,42 @@ fn sampler(sampling: Sampling) -> Sampler {
         Sampling::AlwaysOff => Sampler::AlwaysOff,
         Sampling::Ratio(r) => Sampler::TraceIdRatioBased(r),
         Sampling::ParentBased(r) => Sampler::ParentBased(Box::new(root(r))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export_with_ca(text: &str) -> (TraceExport, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("otlp-ca-{}.pem", uuid::Uuid::new_v4()));
+        std::fs::write(&path, text).expect("write");
+        let export = TraceExport {
+            url: "https://collector:4318/v1/traces".parse().expect("url"),
+            protocol: OtlpProtocol::HttpProtobuf,
+            headers: Vec::new(),
+            ca: Some(path.clone()),
+            timeout: Duration::from_secs(1),
+            service_name: "switchboard".into(),
+            sampling: Sampling::AlwaysOn,
+            resource: Vec::new(),
+            queue: 8,
+            schedule_delay: Duration::from_millis(100),
+        };
+        (export, path)
+    }
+
+    #[test]
+    fn a_certificate_file_without_a_certificate_is_refused() {
+        let (export, path) = export_with_ca("not a certificate");
+        let refused = private_ca(&export).err().map(|e| e.to_string());
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            refused,
+            Some(format!(
+                "OTEL_EXPORTER_OTLP_CERTIFICATE: {} holds no PEM certificate",
+                path.display()
+            ))
+        );
     }
 }
